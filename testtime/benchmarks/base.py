@@ -1,0 +1,117 @@
+"""The `Benchmark` contract, the sealed references, and where data comes from.
+
+`load()` returns problems (what methods see) and `SealedReferences` (what only the scorer reads).
+Data: `--data-dir` / `TESTTIME_DATA_DIR` holding `<bench>.jsonl`, else the public hub dataset.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from testtime.core.errors import UserError
+from testtime.core.records import Message, Problem, Record, Reference
+from testtime.core.registry import Registry
+
+
+class Grade(Record):
+    correct: bool
+    answer: str | None  # the prediction as graded (extracted answer or program); None = no answer
+    status: str  # correct | wrong | no_answer (code adds wrong_answer, time_limit, ...)
+
+
+class SealedReferences(Mapping[str, Reference]):
+    """Problem id → Reference. Handed to the scorer and the audit, never to a method."""
+
+    def __init__(self, references: list[Reference]) -> None:
+        self._by_id = {r.problem_id: r for r in references}
+
+    def __getitem__(self, problem_id: str) -> Reference:
+        return self._by_id[problem_id]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._by_id)
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+
+class Benchmark(ABC):
+    name: str
+    domain: str
+
+    @abstractmethod
+    def load(self) -> tuple[list[Problem], SealedReferences]:
+        """All problems in a stable order, and their references."""
+
+    @abstractmethod
+    def prompt(self, problem: Problem) -> list[Message]:
+        """The conversation that asks the model to solve one problem."""
+
+    @abstractmethod
+    def grade(self, prediction: str | None, reference: Reference) -> Grade:
+        """Grade one prediction (an extracted answer, or a completion containing one)."""
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name}
+
+
+BENCHMARKS: Registry[Benchmark] = Registry("benchmark")
+
+
+def data_dir(explicit: str | Path | None) -> Path | None:
+    """The local data folder, if one is given; it must exist."""
+    chosen = explicit or os.environ.get("TESTTIME_DATA_DIR")
+    if not chosen:
+        return None
+    path = Path(chosen).expanduser()
+    if not path.is_dir():
+        raise UserError(f"data dir {path} is not a readable folder")
+    return path
+
+
+def read_jsonl(path: Path, required: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Rows of a JSONL file; a malformed row is reported with file and line."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise UserError(f"cannot read {path}: {exc.strerror}") from None
+    rows = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise UserError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
+        if not isinstance(row, dict):
+            raise UserError(f"{path}:{number}: expected a JSON object")
+        missing = [k for k in required if row.get(k) in (None, "")]
+        if missing:
+            raise UserError(f"{path}:{number}: missing field(s) {', '.join(missing)}")
+        rows.append(row)
+    if not rows:
+        raise UserError(f"{path} holds no rows")
+    return rows
+
+
+def load_hub_rows(hub_id: str, split: str, bench: str) -> list[dict[str, Any]]:
+    """Rows of a public hub dataset (needs the `datasets` package and network)."""
+    try:
+        import datasets
+    except ImportError:
+        raise UserError(
+            f"benchmark {bench} loads hub dataset {hub_id} by default, which needs `pip install "
+            f"datasets`; or pass --data-dir DIR holding {bench}.jsonl"
+        ) from None
+    try:
+        return [dict(r) for r in datasets.load_dataset(hub_id, split=split)]
+    except Exception as exc:  # noqa: BLE001 - offline, gated, renamed: all mean "use --data-dir"
+        raise UserError(
+            f"cannot load hub dataset {hub_id} for {bench} ({type(exc).__name__}); "
+            f"pass --data-dir DIR holding {bench}.jsonl"
+        ) from None

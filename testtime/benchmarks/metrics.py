@@ -1,0 +1,54 @@
+"""Metrics over graded samples: avg@k (pass@1 from k samples), unbiased maj@k, bootstrap CIs.
+
+maj@k is the expected accuracy of a majority vote over a uniformly random k-subset of the n samples,
+computed exactly by enumeration when there are few subsets and by seeded Monte Carlo otherwise. Votes follow
+the same policy as `core.answers.majority_vote` (largest cluster, then earliest; abstains never win).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from collections.abc import Sequence
+
+EXACT_SUBSETS = 20_000
+MONTE_CARLO_DRAWS = 5_000
+
+
+def bootstrap_ci(values: Sequence[float], iters: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """95% percentile bootstrap interval of the mean, resampling problems."""
+    if not values:
+        return (math.nan, math.nan)
+    rng = random.Random(seed)
+    n = len(values)
+    means = sorted(sum(values[rng.randrange(n)] for _ in range(n)) / n for _ in range(iters))
+    return (means[int(0.025 * iters)], means[min(iters - 1, int(0.975 * iters))])
+
+
+def _vote_correct(subset: Sequence[int], cluster_of: Sequence[int], cluster_correct: Sequence[bool]) -> bool:
+    counts: dict[int, list[int]] = {}
+    for i in subset:
+        if cluster_of[i] >= 0:
+            counts.setdefault(cluster_of[i], []).append(i)
+    if not counts:
+        return False
+    winner = min(counts, key=lambda c: (-len(counts[c]), min(counts[c])))
+    return cluster_correct[winner]
+
+
+def maj_at_k(cluster_of: Sequence[int], cluster_correct: Sequence[bool], k: int, seed: int = 0) -> float:
+    """Expected majority-vote correctness over k-subsets. `cluster_of[i]` is sample i's cluster (-1: no answer)."""
+    n = len(cluster_of)
+    if not 1 <= k <= n:
+        raise ValueError(f"maj@{k} needs 1 <= k <= n={n}")
+    if math.comb(n, k) <= EXACT_SUBSETS:
+        subsets = list(itertools.combinations(range(n), k))
+    else:
+        rng = random.Random(seed)
+        subsets = [sorted(rng.sample(range(n), k)) for _ in range(MONTE_CARLO_DRAWS)]
+    return sum(_vote_correct(s, cluster_of, cluster_correct) for s in subsets) / len(subsets)
+
+
+def powers_of_two_upto(n: int) -> list[int]:
+    return [2**i for i in range(n.bit_length()) if 2**i <= n]

@@ -1,0 +1,167 @@
+"""The `testtime` command: `run`, `grade`, `list`. Heavy libraries load only when a command needs them."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from testtime.core.errors import UserError
+from testtime.models import DEFAULT_MODEL
+
+app = typer.Typer(
+    help="Make a language model better at a set of problems at test time, without labels.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+Opt = typer.Option
+
+
+@app.command()
+def run(
+    method: Annotated[str, Opt(help="single | majority (see `testtime list`)")] = "majority",
+    bench: Annotated[str, Opt(help="aime24 | aime25 | amc23 | math500 | arith")] = "arith",
+    model: Annotated[str, Opt(help="hf:<path|alias>, litellm:<provider/model>, vllm:<path>, fake:...")] = DEFAULT_MODEL,
+    n: Annotated[int | None, Opt(help="samples per problem (majority default 8; single is always 1)")] = None,
+    limit: Annotated[int | None, Opt(help="only the first N problems")] = None,
+    seed: Annotated[int, Opt(help="base seed; every sample derives its own")] = 0,
+    temperature: Annotated[float, Opt(help="0 = greedy")] = 0.7,
+    top_p: Annotated[float, Opt()] = 1.0,
+    max_tokens: Annotated[int, Opt(help="max new tokens per sample")] = 512,
+    concurrency: Annotated[int, Opt(help="model calls in flight (also the local batch size)")] = 16,
+    out: Annotated[Path | None, Opt(help="run directory (default runs/<time>-<method>-<bench>-<model>)")] = None,
+    resume: Annotated[Path | None, Opt(help="continue a killed run in this directory; other flags ignored")] = None,
+    replay: Annotated[Path | None, Opt(help="re-score a run from its cache, making no model call")] = None,
+    data_dir: Annotated[str | None, Opt(help="folder with <bench>.jsonl (or $TESTTIME_DATA_DIR); default: hub")] = None,
+    bench_opt: Annotated[list[str] | None, Opt("--bench-opt", help="benchmark option KEY=VALUE, repeatable")] = None,
+    method_opt: Annotated[list[str] | None, Opt("--method-opt", help="method option KEY=VALUE, repeatable")] = None,
+    api_base: Annotated[str | None, Opt(help="OpenAI-compatible server URL for litellm: models")] = None,
+    api_key_env: Annotated[str | None, Opt(help="env var holding the API key (never written to disk)")] = None,
+    quiet: Annotated[bool, Opt(help="no progress bar")] = False,
+) -> None:
+    """Run a method on a benchmark; results, ledger, cache and summary go to a run directory."""
+    from testtime.core.rundir import RunDir
+    from testtime.experiments.config import RunConfig, parse_options
+    from testtime.experiments.display import console, summary_table
+    from testtime.experiments.run import execute, start_run
+
+    if resume and replay:
+        raise UserError("use either --resume or --replay, not both")
+    if resume:
+        target, replay_of = RunDir.open_existing(resume), None
+    elif replay:
+        replay_of = RunDir.open_existing(replay)
+        target = RunDir.create(replay / f"replay-{time.strftime('%Y%m%d-%H%M%S')}")
+    else:
+        try:
+            config = RunConfig(
+                method=method,
+                bench=bench,
+                model=model,
+                n=n,
+                limit=limit,
+                seed=seed,
+                temperature=temperature,
+                top_p=top_p,
+                max_tokens=max_tokens,
+                concurrency=concurrency,
+                data_dir=data_dir,
+                bench_options=parse_options(bench_opt or [], "--bench-opt"),
+                method_options=parse_options(method_opt or [], "--method-opt"),
+                api_base=api_base,
+                api_key_env=api_key_env,
+            )
+        except ValueError as exc:
+            raise UserError(
+                str(exc).splitlines()[-1] if "validation error" not in str(exc) else _first_validation_error(exc)
+            ) from None
+        target, replay_of = start_run(config, out), None
+    console.print(f"run directory: [bold]{target.path}[/bold]")
+    try:
+        summary = execute(target, replay_of=replay_of, progress=not quiet and sys.stderr.isatty())
+    except KeyboardInterrupt:
+        console.print(
+            f"[yellow]interrupted.[/yellow] Finished problems are saved; continue with:\n"
+            f"  testtime run --resume {target.path}"
+        )
+        raise typer.Exit(130) from None
+    console.print(summary_table(summary, f"{summary['method']} on {summary['bench']} · {summary['model']}"))
+    console.print(f"summary: {target.summary_path}")
+
+
+def _first_validation_error(exc: Exception) -> str:
+    errors = getattr(exc, "errors", lambda: [])()
+    if not errors:
+        return str(exc)
+    first = errors[0]
+    return f"--{str(first['loc'][0]).replace('_', '-')}: {first['msg']}"
+
+
+@app.command()
+def grade(
+    bench: Annotated[str, Opt(help="benchmark whose references grade the predictions")],
+    predictions: Annotated[Path, Opt(help='JSONL of {"id", "prediction"}: an answer or a whole completion')],
+    data_dir: Annotated[str | None, Opt(help="folder with <bench>.jsonl (or $TESTTIME_DATA_DIR)")] = None,
+    bench_opt: Annotated[list[str] | None, Opt("--bench-opt", help="benchmark option KEY=VALUE")] = None,
+    as_json: Annotated[bool, Opt("--json", help="print one JSON object")] = False,
+    out: Annotated[Path | None, Opt(help="also write the JSON summary to this file")] = None,
+) -> None:
+    """Grade predictions from any system with this project's grader."""
+    from testtime.experiments.display import console, summary_table
+    from testtime.experiments.grading import grade_predictions
+
+    report = grade_predictions(bench, predictions, data_dir, bench_opt or [])
+    if out is not None:
+        out.write_text(json.dumps(report, indent=2) + "\n")
+    if as_json:
+        typer.echo(json.dumps(report))
+        return
+    console.print(summary_table(report["summary"], f"{bench}: {predictions}"))
+    if report["missing"]:
+        console.print(f"[yellow]{len(report['missing'])} problems of {bench} have no prediction[/yellow]")
+
+
+@app.command("list")
+def list_registered() -> None:
+    """List methods, benchmarks, model providers and embedded model aliases."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from testtime.benchmarks import BENCHMARKS, load_benchmarks
+    from testtime.experiments.display import console
+    from testtime.methods import METHODS, load_methods
+    from testtime.models import MODELS, load_backends
+    from testtime.models.hf import EMBEDDED
+
+    load_benchmarks(), load_methods(), load_backends()
+    table = Table("kind", "name", "what")
+    for kind, registry in (("method", METHODS), ("benchmark", BENCHMARKS), ("model provider", MODELS)):
+        for name, text in registry.describe().items():
+            table.add_row(kind, name, escape(text))
+    for alias, (_, gguf, requirement) in EMBEDDED.items():
+        table.add_row(
+            "model alias",
+            f"hf:{alias}",
+            f"embedded default, {gguf} from {requirement}"
+            if f"hf:{alias}" == DEFAULT_MODEL
+            else f"{gguf} from {requirement}",
+        )
+    console.print(table)
+
+
+def main(argv: list[str] | None = None) -> Any:
+    try:
+        return app(args=argv, standalone_mode=True)
+    except UserError as exc:
+        typer.secho(f"error: {exc}", fg="red", err=True)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

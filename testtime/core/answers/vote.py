@@ -1,0 +1,68 @@
+"""Equivalence-aware majority vote: the one implementation behind the majority selector, maj@k metrics
+and TTRL's pseudo-label. No-answer samples abstain: they never form a cluster and never win.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from testtime.core.answers.equivalence import answer_key, equivalent, exact_structure
+
+TIE_POLICIES = ("earliest", "random")
+
+
+def cluster_answers(answers: Sequence[str | None]) -> list[list[int]]:
+    """Indices grouped by equivalent answer, in order of first appearance; None answers are left out."""
+    by_key: dict[str, list[int]] = {}
+    representative: dict[str, str] = {}
+    for i, answer in enumerate(answers):
+        if answer is None:
+            continue
+        key = answer_key(answer)
+        by_key.setdefault(key, []).append(i)
+        representative.setdefault(key, answer)
+    clusters: list[tuple[str, list[int]]] = []
+    for key, members in by_key.items():
+        # Distinct exact keys are surely different; only symbolic forms need the slow check.
+        home = next(
+            (
+                c
+                for c in clusters
+                if not (exact_structure(c[0]) and exact_structure(key))
+                and equivalent(representative[c[0]], representative[key])
+            ),
+            None,
+        )
+        if home is None:
+            clusters.append((key, list(members)))
+        else:
+            home[1].extend(members)
+    return [sorted(members) for _, members in clusters]
+
+
+@dataclass(frozen=True)
+class Vote:
+    clusters: list[list[int]]  # ordered by size (desc), then first appearance
+    winner: int | None  # index into clusters; None when every sample abstained
+    answer: str | None  # the winning cluster's first member's answer
+    majority_ratio: float  # winner size / all samples (abstains included)
+    margin: float  # (winner - runner-up) / all samples
+    tie: bool  # the winner's size was shared and the tie policy decided
+
+
+def majority_vote(
+    answers: Sequence[str | None], tie_policy: str = "earliest", rng: random.Random | None = None
+) -> Vote:
+    if tie_policy not in TIE_POLICIES:
+        raise ValueError(f"tie policy must be one of {TIE_POLICIES}, not {tie_policy!r}")
+    clusters = sorted(cluster_answers(answers), key=lambda c: (-len(c), c[0]))
+    if not clusters:
+        return Vote([], None, None, 0.0, 0.0, False)
+    top = len(clusters[0])
+    tied = [i for i, c in enumerate(clusters) if len(c) == top]
+    winner = (rng or random.Random(0)).choice(tied) if tie_policy == "random" else tied[0]
+    runner_up = max((len(c) for i, c in enumerate(clusters) if i != winner), default=0)
+    total = len(answers)
+    return Vote(clusters, winner, answers[clusters[winner][0]], top / total, (top - runner_up) / total, len(tied) > 1)

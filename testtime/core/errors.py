@@ -1,0 +1,26 @@
+"""Errors a user can cause or fix, and the model-call errors the rollout engine knows how to treat.
+
+The CLI prints a `UserError` as one line and exits non-zero; anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+
+class UserError(Exception):
+    """Bad input from the user (unknown name, unreadable file, malformed config): one clear line."""
+
+
+class ModelError(Exception):
+    """A model call failed in a way retrying will not fix (bad request, auth, unknown model)."""
+
+
+class TransientModelError(ModelError):
+    """A model call failed in a way that may pass on retry (429, 5xx, timeout, connection reset)."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class CacheMiss(ModelError):
+    """Replay asked for a completion the cache does not hold; replay never calls a model."""

@@ -1,0 +1,121 @@
+"""The compute ledger: every model call (and later sandbox run and training step) as one JSONL line.
+
+Compute-matched comparisons read these totals, never a guess (architecture invariant 3). A resumed run
+loads the lines already written, so its totals cover the whole run, not just the last process.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+
+class LedgerEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["model_call", "sandbox", "train_step"] = "model_call"
+    time: float = 0.0
+    model: str = ""
+    problem_id: str = ""
+    purpose: str = ""
+    sample_index: int = 0
+    cached: bool = False
+    attempts: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    cost_usd: float | None = None
+    error: str | None = None
+    seconds: float = 0.0  # sandbox or training wall time
+    train_tokens: int = 0
+
+
+@dataclass
+class LedgerTotals:
+    calls: int = 0  # model calls that reached a backend (paid), cache hits excluded
+    cache_hits: int = 0
+    errors: int = 0
+    retries: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    cost_known: bool = True  # False once any paid call had no known price
+    model_seconds: float = 0.0
+    sandbox_seconds: float = 0.0
+    train_steps: int = 0
+    train_tokens: int = 0
+
+    def add(self, e: LedgerEntry) -> None:
+        if e.kind == "sandbox":
+            self.sandbox_seconds += e.seconds
+            return
+        if e.kind == "train_step":
+            self.train_steps += 1
+            self.train_tokens += e.train_tokens
+            return
+        if e.cached:
+            self.cache_hits += 1
+            return
+        self.calls += 1
+        self.errors += e.error is not None
+        self.retries += max(0, e.attempts - 1)
+        self.prompt_tokens += e.prompt_tokens
+        self.completion_tokens += e.completion_tokens
+        self.model_seconds += e.latency_s
+        if e.cost_usd is None:
+            self.cost_known = False
+        else:
+            self.cost_usd += e.cost_usd
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def as_dict(self) -> dict[str, float | int | bool]:
+        return {**asdict(self), "tokens": self.tokens}
+
+
+class Ledger:
+    """Appends entries to `path` (flushed per line) and keeps running totals. `path=None`: memory only."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path
+        self.totals = LedgerTotals()
+        self._file = None
+        if path is not None:
+            if path.exists():
+                for line in path.read_text().splitlines():
+                    try:
+                        self.totals.add(LedgerEntry.model_validate_json(line))
+                    except ValueError:
+                        continue  # a line torn by a kill -9 mid-write: that call is re-made and re-logged
+            self._file = path.open("a", encoding="utf-8")
+
+    def record(self, entry: LedgerEntry) -> None:
+        if not entry.time:
+            entry.time = time.time()
+        self.totals.add(entry)
+        if self._file is not None:
+            self._file.write(entry.model_dump_json(exclude_defaults=True) + "\n")
+            self._file.flush()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def read_entries(path: Path) -> list[LedgerEntry]:
+    """All well-formed entries of a ledger file (for audits and tests)."""
+    entries = []
+    for line in path.read_text().splitlines():
+        try:
+            entries.append(LedgerEntry.model_validate(json.loads(line)))
+        except ValueError:
+            continue
+    return entries

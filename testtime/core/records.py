@@ -1,0 +1,128 @@
+"""The vocabulary: problems, sealed references, messages, sampling, completions, candidates, selections.
+
+These pydantic records cross package and file boundaries (results.jsonl, the cache, the ledger).
+`Problem` deliberately has no field that can hold an answer or hidden tests: labels live only in
+`Reference`, which methods never receive (architecture invariant 1).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, field_validator
+
+# Keys that would smuggle a label into a problem through its free-form metadata.
+LABEL_KEYS = frozenset(
+    {
+        "answer",
+        "answers",
+        "solution",
+        "solutions",
+        "label",
+        "labels",
+        "ground_truth",
+        "gold",
+        "target",
+        "private_test_cases",
+        "hidden_tests",
+        "reference",
+    }
+)
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TestCase(Record):
+    input: str
+    output: str
+    testtype: Literal["stdin", "functional"] = "stdin"
+
+
+class Problem(Record):
+    """What a method sees: the statement and the public examples, never the answer."""
+
+    id: str
+    domain: Literal["math", "code"]
+    statement: str
+    starter_code: str = ""
+    public_tests: tuple[TestCase, ...] = ()
+    metadata: dict[str, Any] = {}
+
+    @field_validator("metadata")
+    @classmethod
+    def _no_labels_in_metadata(cls, value: dict[str, Any]) -> dict[str, Any]:
+        leaked = LABEL_KEYS.intersection(k.lower() for k in value)
+        if leaked:
+            raise ValueError(f"problem metadata may not carry labels: {sorted(leaked)}")
+        return value
+
+
+class Reference(Record):
+    """The label side of a problem: only the scorer and the audit read it."""
+
+    problem_id: str
+    answer: str | None = None
+    hidden_tests: tuple[TestCase, ...] = ()
+
+
+class Message(Record):
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+class SamplingParams(Record):
+    temperature: float = 0.7
+    top_p: float = 1.0
+    max_tokens: int = 512
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+
+class Usage(Record):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+FinishReason = Literal["stop", "length", "error", "timeout"]
+
+
+class Completion(Record):
+    """One sample. A failed call is a Completion with `error` set, never a fake answer (invariant 6)."""
+
+    text: str = ""
+    finish_reason: FinishReason = "stop"
+    usage: Usage = Usage()
+    latency_s: float = 0.0
+    cost_usd: float | None = None
+    error: str | None = None
+    cached: bool = False
+
+
+class Candidate(Record):
+    """A completion as a selector sees it: its text and the answer extracted from it (None = no answer)."""
+
+    index: int
+    text: str
+    answer: str | None
+    finish_reason: FinishReason = "stop"
+    error: str | None = None
+    completion_tokens: int = 0
+
+
+class Selection(Record):
+    """What a selector chose and why: enough to audit the choice without rerunning it."""
+
+    index: int | None
+    answer: str | None
+    rule: str
+    cluster_sizes: tuple[int, ...] = ()
+    majority_ratio: float = 0.0
+    margin: float = 0.0
+    tie: bool = False
+    evidence: dict[str, Any] = {}

@@ -1,0 +1,44 @@
+"""Name → factory registries: one per extension point (models, methods, selectors, benchmarks, sandboxes)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+from testtime.core.errors import UserError
+
+T = TypeVar("T")
+
+
+class Registry(Generic[T]):
+    """Maps a short name to a factory; unknown names fail with the list of what exists."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._factories: dict[str, Callable[..., T]] = {}
+        self._help: dict[str, str] = {}
+
+    def register(self, name: str, help: str = "") -> Callable[[Callable[..., T]], Callable[..., T]]:
+        def decorate(factory: Callable[..., T]) -> Callable[..., T]:
+            if name in self._factories:
+                raise ValueError(f"{self.kind} '{name}' registered twice")
+            self._factories[name] = factory
+            doc_lines = (factory.__doc__ or "").strip().splitlines()
+            self._help[name] = help or (doc_lines[0] if doc_lines else "")
+            return factory
+
+        return decorate
+
+    def create(self, name: str, **kwargs: object) -> T:
+        return self.get(name)(**kwargs)
+
+    def get(self, name: str) -> Callable[..., T]:
+        if name not in self._factories:
+            raise UserError(f"unknown {self.kind} '{name}'; available: {', '.join(self.names())}")
+        return self._factories[name]
+
+    def names(self) -> list[str]:
+        return sorted(self._factories)
+
+    def describe(self) -> dict[str, str]:
+        return {name: self._help.get(name, "") for name in self.names()}

@@ -1,0 +1,128 @@
+"""Rollout fan-out: n samples per prompt, bounded concurrency, the one place where model calls are retried.
+
+Each sample is one unit of work with its own seed, cache key and ledger line, so a killed run resumes
+sample by sample and no sample is ever paid for twice. Local backends batch concurrent units themselves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from testtime.core.cache import CompletionCache, cache_key
+from testtime.core.errors import ModelError, TransientModelError
+from testtime.core.ledger import Ledger, LedgerEntry
+from testtime.core.model import LanguageModel
+from testtime.core.records import Completion, Message, SamplingParams
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_attempts: int = 6
+    base_delay_s: float = 0.5
+    max_delay_s: float = 30.0
+    call_timeout_s: float = 600.0
+
+    def delay(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return min(retry_after, self.max_delay_s)
+        backoff = min(self.max_delay_s, self.base_delay_s * 2 ** (attempt - 1))
+        return backoff * (0.5 + random.random() / 2)  # jitter so concurrent retries do not stampede
+
+
+def sample_seed(base: int | None, sample_index: int) -> int | None:
+    """A distinct, reproducible seed per sample (None stays None: the backend's own randomness)."""
+    return None if base is None else (base * 1_000_003 + sample_index) % 2**31
+
+
+class RolloutEngine:
+    """Samples completions through cache → backend (with retries) → ledger.
+
+    `model=None` is replay mode: only the cache answers, and a miss is an `error` completion.
+    """
+
+    def __init__(
+        self,
+        model: LanguageModel | None,
+        *,
+        model_name: str,
+        cache: CompletionCache,
+        ledger: Ledger,
+        concurrency: int = 8,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        self.model = model
+        self.model_name = model_name
+        self.cache = cache
+        self.ledger = ledger
+        self.retry = retry or RetryPolicy()
+        self._slots = asyncio.Semaphore(concurrency)
+
+    async def sample(
+        self,
+        messages: Sequence[Message],
+        n: int,
+        params: SamplingParams,
+        *,
+        problem_id: str = "",
+        purpose: str = "solve",
+    ) -> list[Completion]:
+        return list(await asyncio.gather(*(self._one(messages, params, i, problem_id, purpose) for i in range(n))))
+
+    async def _one(
+        self, messages: Sequence[Message], params: SamplingParams, index: int, problem_id: str, purpose: str
+    ) -> Completion:
+        params = params.model_copy(update={"seed": sample_seed(params.seed, index)})
+        key = cache_key(self.model_name, messages, params, index)
+        entry = LedgerEntry(model=self.model_name, problem_id=problem_id, purpose=purpose, sample_index=index)
+        hit = self.cache.get(key)
+        if hit is not None:
+            entry.cached = True
+            self.ledger.record(entry)
+            return hit.model_copy(update={"cached": True})
+        if self.model is None:
+            return Completion(finish_reason="error", error="replay: sample not in the cache")
+        completion, attempts = await self._call(messages, params)
+        if completion.error is None:
+            self.cache.put(key, completion)
+        entry.attempts = attempts
+        entry.prompt_tokens = completion.usage.prompt_tokens
+        entry.completion_tokens = completion.usage.completion_tokens
+        entry.latency_s = completion.latency_s
+        entry.cost_usd = completion.cost_usd
+        entry.error = completion.error
+        self.ledger.record(entry)
+        return completion
+
+    async def _call(self, messages: Sequence[Message], params: SamplingParams) -> tuple[Completion, int]:
+        assert self.model is not None
+        policy = self.retry
+        for attempt in range(1, policy.max_attempts + 1):
+            started = time.perf_counter()
+            try:
+                async with self._slots:
+                    result = await asyncio.wait_for(
+                        self.model.generate(messages, 1, params), timeout=policy.call_timeout_s
+                    )
+                return result[0], attempt
+            except (TransientModelError, asyncio.TimeoutError) as exc:
+                retry_after = exc.retry_after if isinstance(exc, TransientModelError) else None
+                reason = "timeout" if isinstance(exc, asyncio.TimeoutError) else "error"
+                message = str(exc) or type(exc).__name__
+                if attempt == policy.max_attempts:
+                    return self._failed(message, reason, started, attempt), attempt
+                await asyncio.sleep(policy.delay(attempt, retry_after))
+            except ModelError as exc:
+                return self._failed(str(exc), "error", started, attempt), attempt
+        raise AssertionError("unreachable: the loop returns on its last attempt")
+
+    @staticmethod
+    def _failed(message: str, reason: str, started: float, attempts: int) -> Completion:
+        return Completion(
+            finish_reason="timeout" if reason == "timeout" else "error",
+            error=f"{message} (after {attempts} attempt{'s' if attempts > 1 else ''})",
+            latency_s=time.perf_counter() - started,
+        )

@@ -1,0 +1,88 @@
+"""Progress and result display for a run: a rich progress bar fed by the ledger, and the final table."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from testtime.core.ledger import LedgerTotals
+
+console = Console(stderr=True)
+
+
+class RunProgress:
+    """Problems done, calls, tokens, cost and ETA; refreshed from the ledger while calls are in flight."""
+
+    def __init__(self, total: int, done: int, totals: LedgerTotals, enabled: bool = True) -> None:
+        self.totals = totals
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[stats]}"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=console,
+            disable=not enabled,
+            transient=False,
+        )
+        self.task = self.progress.add_task("problems", total=total, completed=done, stats="")
+
+    def _stats(self) -> str:
+        t = self.totals
+        cost = f"${t.cost_usd:.4f}" if t.cost_known else f"${t.cost_usd:.4f}+?"
+        return f"calls {t.calls} (cached {t.cache_hits}, errors {t.errors}) · tokens {t.tokens:,} · {cost}"
+
+    def advance(self) -> None:
+        self.progress.update(self.task, advance=1, stats=self._stats())
+
+    async def refresh_forever(self) -> None:
+        while True:
+            self.progress.update(self.task, stats=self._stats())
+            await asyncio.sleep(0.5)
+
+    def __enter__(self) -> RunProgress:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.update(self.task, stats=self._stats())
+        self.progress.__exit__(*exc)
+
+
+def _ci(metric: dict[str, float]) -> str:
+    return f"{metric['mean']:.3f}  [{metric['ci_low']:.3f}, {metric['ci_high']:.3f}]"
+
+
+def summary_table(summary: dict[str, Any], title: str) -> Table:
+    table = Table(title=title, show_header=False)
+    table.add_column("metric", style="bold")
+    table.add_column("value")
+    table.add_row("problems", str(summary["problems"]))
+    table.add_row("accuracy (95% CI)", _ci(summary["accuracy"]))
+    if "pass@1_avg" in summary:
+        table.add_row("pass@1 = avg over samples", _ci(summary["pass@1_avg"]))
+    for k, value in summary.get("maj@k", {}).items():
+        table.add_row(f"maj@{k}", f"{value:.3f}")
+    for rate in ("no_answer_rate", "truncation_rate", "error_rate"):
+        if rate in summary:
+            table.add_row(rate.replace("_", " "), f"{summary[rate]:.3f}")
+    ledger = summary.get("ledger", {})
+    if ledger:
+        table.add_row("model calls (paid / cached)", f"{ledger['calls']} / {ledger['cache_hits']}")
+        table.add_row("tokens (prompt + completion)", f"{ledger['prompt_tokens']:,} + {ledger['completion_tokens']:,}")
+        table.add_row("cost", f"${ledger['cost_usd']:.4f}" + ("" if ledger["cost_known"] else " (some prices unknown)"))
+    if "wall_s" in summary:
+        table.add_row("wall time", f"{summary['wall_s']:.1f} s")
+    return table

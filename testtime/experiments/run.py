@@ -1,0 +1,136 @@
+"""One `testtime run`: build benchmark, model and method from a RunConfig; solve; grade; summarise.
+
+The method sees problems and a context only. Grading happens here, as each problem's result streams out,
+with the sealed references the method never receives. Results, ledger and cache live in the run directory,
+so `--resume` continues a killed run and `--replay` re-scores from the cache with no model call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+from testtime.benchmarks import BENCHMARKS, Benchmark, SealedReferences, load_benchmarks
+from testtime.benchmarks.scoring import score, summarize
+from testtime.core.cache import CompletionCache
+from testtime.core.errors import UserError
+from testtime.core.ledger import Ledger
+from testtime.core.model import LanguageModel
+from testtime.core.records import Problem, SamplingParams
+from testtime.core.rollout import RolloutEngine
+from testtime.core.rundir import RunDir, default_run_path
+from testtime.experiments.config import RunConfig, versions
+from testtime.experiments.display import RunProgress
+from testtime.methods import METHODS, Method, MethodContext, load_methods
+from testtime.models import resolve_model
+
+
+def _build(kind: str, factory: Any, name: str, options: dict[str, Any]) -> Any:
+    try:
+        return factory(**options)
+    except TypeError as exc:
+        if "unexpected keyword argument" not in str(exc):
+            raise
+        raise UserError(f"{kind} '{name}' does not take option {str(exc).split('argument')[-1].strip()}") from None
+
+
+def build_benchmark(config: RunConfig) -> Benchmark:
+    load_benchmarks()
+    factory = BENCHMARKS.get(config.bench)
+    return _build("benchmark", factory, config.bench, {"data_dir": config.data_dir, **config.bench_options})
+
+
+def build_method(config: RunConfig) -> Method:
+    load_methods()
+    return _build("method", METHODS.get(config.method), config.method, dict(config.method_options))
+
+
+def load_problems(benchmark: Benchmark, limit: int | None) -> tuple[list[Problem], SealedReferences]:
+    problems, references = benchmark.load()
+    return (problems[:limit] if limit else problems), references
+
+
+def start_run(config: RunConfig, out: Path | None, runs_root: Path = Path("runs")) -> RunDir:
+    """Validate everything that can fail cheaply, then create the run directory and its config.json."""
+    benchmark, method = build_benchmark(config), build_method(config)
+    run = RunDir.create(out or default_run_path(runs_root, config.method, config.bench, config.model))
+    run.write_config(
+        {
+            "run": config.model_dump(mode="json"),
+            "benchmark": benchmark.describe(),
+            "method": method.describe(),
+            "versions": versions(),
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        }
+    )
+    return run
+
+
+def execute(run: RunDir, *, replay_of: RunDir | None = None, progress: bool = True) -> dict[str, Any]:
+    """Solve every problem not yet in results.jsonl, grade as results arrive, write summary.json."""
+    config = RunConfig.from_saved((replay_of or run).read_config(), str((replay_of or run).config_path))
+    benchmark, method = build_benchmark(config), build_method(config)
+    problems, references = load_problems(benchmark, config.limit)
+    done = run.read_results()
+    run.rewrite_results(done)
+    done_ids = {r["problem_id"] for r in done}
+    todo = [p for p in problems if p.id not in done_ids]
+    model = (
+        None
+        if replay_of
+        else resolve_model(
+            config.model, api_base=config.api_base, api_key_env=config.api_key_env, max_batch=config.concurrency
+        )
+    )
+    cache = CompletionCache((replay_of or run).cache_path)
+    ledger = Ledger(run.ledger_path)
+    engine = RolloutEngine(model, model_name=config.model, cache=cache, ledger=ledger, concurrency=config.concurrency)
+    params = SamplingParams(
+        temperature=config.temperature, top_p=config.top_p, max_tokens=config.max_tokens, seed=config.seed
+    )
+    ctx = MethodContext(engine=engine, params=params, prompt=benchmark.prompt, n=config.n, seed=config.seed)
+    started = time.perf_counter()
+    try:
+        with RunProgress(len(problems), len(done), ledger.totals, enabled=progress) as bar:
+            asyncio.run(_solve(method, todo, ctx, benchmark, references, run, bar, model))
+    finally:
+        ledger.close()
+        cache.close()
+    records = run.read_results()
+    summary = summarize(records, ledger.totals.as_dict(), seed=config.seed)
+    summary.update(
+        method=config.method,
+        bench=config.bench,
+        model=config.model,
+        n=config.n,
+        wall_s=time.perf_counter() - started,
+        replay=replay_of is not None,
+        complete=len(records) == len(problems),
+    )
+    run.write_summary(summary)
+    return summary
+
+
+async def _solve(
+    method: Method,
+    todo: list[Problem],
+    ctx: MethodContext,
+    benchmark: Benchmark,
+    references: SealedReferences,
+    run: RunDir,
+    bar: RunProgress,
+    model: LanguageModel | None,
+) -> None:
+    refresher = asyncio.create_task(bar.refresh_forever())
+    try:
+        async for result in method.stream(todo, ctx):
+            record = result.model_dump(mode="json")
+            record.update(score(benchmark, record, references[result.problem_id]))
+            run.append_result(record)
+            bar.advance()
+    finally:
+        refresher.cancel()
+        if model is not None:
+            await model.aclose()

@@ -1,0 +1,99 @@
+"""Methods, registered by name: `single`, `majority` (and `trt`, `ttrl`, `rsa` as they land).
+
+Contract: `run(problems, ctx) -> MethodResult`. A method sees `Problem`s and a `MethodContext`; neither
+can reach a `Reference` (architecture invariant 1). Methods never import `testtime.benchmarks`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from testtime.core.answers import extract_answer
+from testtime.core.records import Candidate, Completion, Message, Problem, SamplingParams, Selection
+from testtime.core.registry import Registry
+from testtime.core.rollout import RolloutEngine
+
+
+@dataclass
+class MethodContext:
+    engine: RolloutEngine
+    params: SamplingParams
+    prompt: Callable[[Problem], list[Message]]
+    n: int | None = None  # samples per problem; None = the method's default
+    seed: int = 0
+    problem_concurrency: int = 256
+
+
+class ProblemResult(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    problem_id: str
+    prediction: str | None
+    candidates: list[Candidate] = []
+    selection: Selection | None = None
+    details: dict[str, Any] = {}
+
+
+class MethodResult(BaseModel):
+    results: list[ProblemResult]
+
+
+def math_candidates(completions: Sequence[Completion]) -> list[Candidate]:
+    return [
+        Candidate(
+            index=i,
+            text=c.text,
+            answer=None if c.error else extract_answer(c.text),
+            finish_reason=c.finish_reason,
+            error=c.error,
+            completion_tokens=c.usage.completion_tokens,
+        )
+        for i, c in enumerate(completions)
+    ]
+
+
+class Method(ABC):
+    name: str
+
+    @abstractmethod
+    async def solve(self, problem: Problem, ctx: MethodContext) -> ProblemResult:
+        """Solve one problem without labels."""
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name}
+
+    async def stream(self, problems: Sequence[Problem], ctx: MethodContext) -> AsyncIterator[ProblemResult]:
+        """Solve problems concurrently, yielding each result as soon as it is ready. The caller grades
+        outside the method, so nothing that can reach a reference is ever handed in."""
+        slots = asyncio.Semaphore(ctx.problem_concurrency)
+
+        async def one(problem: Problem) -> ProblemResult:
+            async with slots:
+                return await self.solve(problem, ctx)
+
+        tasks = [asyncio.create_task(one(p)) for p in problems]
+        try:
+            for finished in asyncio.as_completed(tasks):
+                yield await finished
+        finally:
+            for task in tasks:
+                task.cancel()
+
+    async def run(self, problems: Sequence[Problem], ctx: MethodContext) -> MethodResult:
+        return MethodResult(results=[result async for result in self.stream(problems, ctx)])
+
+
+METHODS: Registry[Method] = Registry("method")
+_MODULES = ("single", "majority")
+
+
+def load_methods() -> None:
+    for module in _MODULES:
+        importlib.import_module(f"testtime.methods.{module}")

@@ -1,0 +1,36 @@
+"""Model backends, chosen by the prefix of `--model`: `hf:`, `litellm:`, `vllm:`, `fake:`.
+
+Each backend module registers itself in `MODELS`; heavy libraries (torch, transformers, litellm, vllm)
+are imported only when a model of that kind is built.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from testtime.core.errors import UserError
+from testtime.core.model import LanguageModel
+from testtime.core.registry import Registry
+
+MODELS: Registry[LanguageModel] = Registry("model provider")
+
+_BACKEND_MODULES = ("fake", "hf", "api", "vllm_engine")
+DEFAULT_MODEL = "hf:smollm2-135m"
+
+
+def load_backends() -> None:
+    for module in _BACKEND_MODULES:
+        importlib.import_module(f"testtime.models.{module}")
+
+
+def resolve_model(spec: str, **options: Any) -> LanguageModel:
+    """Build the backend a spec names. Options a backend does not take are ignored by it."""
+    load_backends()
+    provider, sep, rest = spec.partition(":")
+    if not sep:
+        raise UserError(
+            f"model '{spec}' has no provider prefix; use one of {', '.join(p + ':' for p in MODELS.names())} "
+            f"(e.g. {DEFAULT_MODEL})"
+        )
+    return MODELS.get(provider)(rest, **options)

@@ -1,0 +1,147 @@
+"""`litellm:` — any hosted API or OpenAI-compatible server (vLLM, llama.cpp) through litellm.
+
+`litellm:<provider>/<model>`, e.g. `litellm:openai/gpt-4o-mini`, or with `--api-base
+http://127.0.0.1:8000/v1` and `litellm:openai/<served-name>` for a local server. Keys come from the
+provider's usual environment variable (or `--api-key-env NAME`); they are never written to the run.
+litellm's own retries are off: the rollout engine is the one place that retries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from testtime.core.errors import ModelError, TransientModelError, UserError
+from testtime.core.model import LanguageModel
+from testtime.core.records import Completion, Message, SamplingParams, Usage
+from testtime.models import MODELS
+
+
+def _import_litellm() -> Any:
+    # Without this, importing litellm tries to fetch its price list from GitHub (3 retries offline).
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    litellm.suppress_debug_info = True
+    return litellm
+
+
+def _retry_after(exc: Exception) -> float | None:
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None) or getattr(exc, "headers", None) or {}
+    try:
+        return float(headers.get("retry-after")) if headers.get("retry-after") is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+class LiteLLMModel(LanguageModel):
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_base: str | None = None,
+        api_key_env: str | None = None,
+        request_timeout_s: float = 600.0,
+    ) -> None:
+        self.name = f"litellm:{model}"
+        self.model = model
+        self.api_base = api_base
+        self.api_key_env = api_key_env
+        self.request_timeout_s = request_timeout_s
+        self._litellm = _import_litellm()
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "api_base": self.api_base, "api_key_env": self.api_key_env}
+
+    def _api_key(self) -> str | None:
+        if self.api_key_env:
+            key = os.environ.get(self.api_key_env)
+            if not key:
+                raise UserError(f"--api-key-env {self.api_key_env}: that environment variable is empty")
+            return key
+        if self.api_base and self.model.startswith("openai/") and not os.environ.get("OPENAI_API_KEY"):
+            return "EMPTY"  # local OpenAI-compatible servers accept any key; the client insists on one
+        return None
+
+    async def generate(self, messages: Sequence[Message], n: int, params: SamplingParams) -> list[Completion]:
+        return list(await asyncio.gather(*(self._one(messages, params) for _ in range(n))))
+
+    async def _one(self, messages: Sequence[Message], params: SamplingParams) -> Completion:
+        litellm = self._litellm
+        request: dict[str, Any] = {
+            "model": self.model,
+            "messages": [m.model_dump() for m in messages],
+            "temperature": params.temperature,
+            "top_p": params.top_p,
+            "max_tokens": params.max_tokens,
+            "timeout": self.request_timeout_s,
+            "num_retries": 0,
+            "drop_params": True,
+        }
+        if params.seed is not None:
+            request["seed"] = params.seed
+        if params.stop:
+            request["stop"] = list(params.stop)
+        if self.api_base:
+            request["api_base"] = self.api_base
+        if (key := self._api_key()) is not None:
+            request["api_key"] = key
+        started = time.perf_counter()
+        try:
+            response = await litellm.acompletion(**request)
+        except (
+            litellm.RateLimitError,
+            litellm.Timeout,
+            litellm.APIConnectionError,
+            litellm.InternalServerError,
+            litellm.ServiceUnavailableError,
+            litellm.BadGatewayError,
+        ) as exc:
+            raise TransientModelError(f"{type(exc).__name__}: {exc}", retry_after=_retry_after(exc)) from None
+        except litellm.APIError as exc:
+            status = getattr(exc, "status_code", None)
+            if isinstance(status, int) and status >= 500:
+                raise TransientModelError(f"{type(exc).__name__}: {exc}") from None
+            raise ModelError(f"{type(exc).__name__}: {exc}") from None
+        except (litellm.BadRequestError, litellm.AuthenticationError, litellm.NotFoundError) as exc:
+            raise ModelError(f"{type(exc).__name__}: {exc}") from None
+        latency = time.perf_counter() - started
+        choice = response.choices[0]
+        usage = getattr(response, "usage", None)
+        return Completion(
+            text=choice.message.content or "",
+            finish_reason="length" if choice.finish_reason == "length" else "stop",
+            usage=Usage(
+                prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+                completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
+            ),
+            latency_s=latency,
+            cost_usd=self._cost(response),
+        )
+
+    def _cost(self, response: Any) -> float | None:
+        try:
+            return float(self._litellm.completion_cost(completion_response=response))
+        except Exception:  # noqa: BLE001 - litellm raises many kinds for "price unknown"; unknown is None
+            return None
+
+
+@MODELS.register("litellm", help="any API or OpenAI-compatible server: litellm:<provider>/<model> [--api-base]")
+def build_litellm(
+    rest: str,
+    *,
+    api_base: str | None = None,
+    api_key_env: str | None = None,
+    request_timeout_s: float = 600.0,
+    **_: Any,
+) -> LanguageModel:
+    if "/" not in rest:
+        raise UserError(
+            f"litellm model '{rest}' needs a provider: litellm:<provider>/<model>, "
+            "e.g. litellm:openai/gpt-4o-mini (with --api-base for a local server)"
+        )
+    return LiteLLMModel(rest, api_base=api_base, api_key_env=api_key_env, request_timeout_s=request_timeout_s)

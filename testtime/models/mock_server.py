@@ -1,0 +1,117 @@
+"""A scripted OpenAI-compatible chat server on 127.0.0.1, for tests and perf benchmarks of the API path.
+
+It is a real HTTP server (stdlib, one thread per connection) so litellm, the OpenAI client, retries and
+timeouts are exercised for real. Faults are scripted per request number: `faults={1: 429, 2: 500, 3:
+"hang"}`. Answers come from `reply(messages) -> str` (default: box the last number of the last message).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+Reply = Callable[[list[dict[str, Any]]], str]
+
+
+def box_last_number(messages: list[dict[str, Any]]) -> str:
+    numbers = re.findall(r"-?\d+", str(messages[-1].get("content", "")))
+    return f"The answer is \\boxed{{{numbers[-1] if numbers else 0}}}."
+
+
+class MockChatServer:
+    def __init__(
+        self,
+        reply: Reply = box_last_number,
+        latency_s: float = 0.0,
+        faults: dict[int, int | str] | None = None,
+        retry_after_s: float = 0.05,
+    ) -> None:
+        self.reply = reply
+        self.latency_s = latency_s
+        self.faults = dict(faults or {})
+        self.retry_after_s = retry_after_s
+        self.requests = 0
+        self.completed = 0
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._server.request_queue_size = 256
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def __enter__(self) -> MockChatServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                return
+
+            def _send(self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for key, value in (headers or {}).items():
+                    self.send_header(key, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                self._send(200, {"object": "list", "data": [{"id": "mock", "object": "model"}]})
+
+            def do_POST(self) -> None:
+                request = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                with server._lock:
+                    server.requests += 1
+                    fault = server.faults.get(server.requests)
+                if fault == "hang":
+                    time.sleep(3600)
+                    return
+                if isinstance(fault, int):
+                    headers = {"retry-after": str(server.retry_after_s)} if fault == 429 else {}
+                    self._send(fault, {"error": {"message": f"scripted {fault}", "type": "mock"}}, headers)
+                    return
+                if server.latency_s:
+                    time.sleep(server.latency_s)
+                messages = request.get("messages", [])
+                text = server.reply(messages)
+                prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in messages)
+                with server._lock:
+                    server.completed += 1
+                self._send(
+                    200,
+                    {
+                        "id": f"mock-{server.requests}",
+                        "object": "chat.completion",
+                        "created": int(time.time()),
+                        "model": request.get("model", "mock"),
+                        "choices": [
+                            {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}
+                        ],
+                        "usage": {
+                            "prompt_tokens": prompt_tokens,
+                            "completion_tokens": len(text.split()),
+                            "total_tokens": prompt_tokens + len(text.split()),
+                        },
+                    },
+                )
+
+        return Handler
