@@ -48,11 +48,12 @@ def run(
     """Run a method on a benchmark; results, ledger, cache and summary go to a run directory."""
     from testtime.core.rundir import RunDir
     from testtime.experiments.config import RunConfig, parse_options
-    from testtime.experiments.display import console, summary_table
+    from testtime.experiments.display import console, results_console, summary_table
     from testtime.experiments.run import execute, start_run
 
     if resume and replay:
         raise UserError("use either --resume or --replay, not both")
+    parts = None
     if resume:
         target, replay_of = RunDir.open_existing(resume), None
     elif replay:
@@ -81,17 +82,17 @@ def run(
             raise UserError(
                 str(exc).splitlines()[-1] if "validation error" not in str(exc) else _first_validation_error(exc)
             ) from None
-        target, replay_of = start_run(config, out), None
+        (target, parts), replay_of = start_run(config, out), None
     console.print(f"run directory: [bold]{target.path}[/bold]")
     try:
-        summary = execute(target, replay_of=replay_of, progress=not quiet and sys.stderr.isatty())
+        summary = execute(target, parts=parts, replay_of=replay_of, progress=not quiet and sys.stderr.isatty())
     except KeyboardInterrupt:
         console.print(
             f"[yellow]interrupted.[/yellow] Finished problems are saved; continue with:\n"
             f"  testtime run --resume {target.path}"
         )
         raise typer.Exit(130) from None
-    console.print(summary_table(summary, f"{summary['method']} on {summary['bench']} · {summary['model']}"))
+    results_console.print(summary_table(summary, f"{summary['method']} on {summary['bench']} · {summary['model']}"))
     console.print(f"summary: {target.summary_path}")
 
 
@@ -113,7 +114,7 @@ def grade(
     out: Annotated[Path | None, Opt(help="also write the JSON summary to this file")] = None,
 ) -> None:
     """Grade predictions from any system with this project's grader."""
-    from testtime.experiments.display import console, summary_table
+    from testtime.experiments.display import console, results_console, summary_table
     from testtime.experiments.grading import grade_predictions
 
     report = grade_predictions(bench, predictions, data_dir, bench_opt or [])
@@ -122,7 +123,7 @@ def grade(
     if as_json:
         typer.echo(json.dumps(report))
         return
-    console.print(summary_table(report["summary"], f"{bench}: {predictions}"))
+    results_console.print(summary_table(report["summary"], f"{bench}: {predictions}"))
     if report["missing"]:
         console.print(f"[yellow]{len(report['missing'])} problems of {bench} have no prediction[/yellow]")
 
@@ -134,7 +135,7 @@ def list_registered() -> None:
     from rich.table import Table
 
     from testtime.benchmarks import BENCHMARKS, load_benchmarks
-    from testtime.experiments.display import console
+    from testtime.experiments.display import results_console
     from testtime.methods import METHODS, load_methods
     from testtime.models import MODELS, load_backends
     from testtime.models.hf import EMBEDDED
@@ -152,7 +153,7 @@ def list_registered() -> None:
             if f"hf:{alias}" == DEFAULT_MODEL
             else f"{gguf} from {requirement}",
         )
-    console.print(table)
+    results_console.print(table)
 
 
 def main(argv: list[str] | None = None) -> Any:

@@ -18,7 +18,8 @@ from rich.table import Table
 
 from testtime.core.ledger import LedgerTotals
 
-console = Console(stderr=True)
+console = Console(stderr=True)  # progress and status
+results_console = Console()  # results: tables a user may pipe or redirect
 
 
 class RunProgress:

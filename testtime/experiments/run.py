@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -52,9 +53,31 @@ def load_problems(benchmark: Benchmark, limit: int | None) -> tuple[list[Problem
     return (problems[:limit] if limit else problems), references
 
 
-def start_run(config: RunConfig, out: Path | None, runs_root: Path = Path("runs")) -> RunDir:
-    """Validate everything that can fail cheaply, then create the run directory and its config.json."""
+@dataclass
+class RunParts:
+    benchmark: Benchmark
+    method: Method
+    model: LanguageModel | None  # None in replay: only the cache answers
+    problems: list[Problem]
+    references: SealedReferences
+
+
+def build_parts(config: RunConfig, replay: bool = False) -> RunParts:
+    """Everything a run needs, built before anything is written, so bad input leaves no trace."""
     benchmark, method = build_benchmark(config), build_method(config)
+    problems, references = load_problems(benchmark, config.limit)
+    model = None
+    if not replay:
+        model = resolve_model(
+            config.model, api_base=config.api_base, api_key_env=config.api_key_env, max_batch=config.concurrency
+        )
+    return RunParts(benchmark, method, model, problems, references)
+
+
+def start_run(config: RunConfig, out: Path | None, runs_root: Path = Path("runs")) -> tuple[RunDir, RunParts]:
+    """Build everything that can fail on bad input first, then create the run directory and config.json."""
+    parts = build_parts(config)
+    benchmark, method = parts.benchmark, parts.method
     run = RunDir.create(out or default_run_path(runs_root, config.method, config.bench, config.model))
     run.write_config(
         {
@@ -65,25 +88,21 @@ def start_run(config: RunConfig, out: Path | None, runs_root: Path = Path("runs"
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
     )
-    return run
+    return run, parts
 
 
-def execute(run: RunDir, *, replay_of: RunDir | None = None, progress: bool = True) -> dict[str, Any]:
+def execute(
+    run: RunDir, *, parts: RunParts | None = None, replay_of: RunDir | None = None, progress: bool = True
+) -> dict[str, Any]:
     """Solve every problem not yet in results.jsonl, grade as results arrive, write summary.json."""
     config = RunConfig.from_saved((replay_of or run).read_config(), str((replay_of or run).config_path))
-    benchmark, method = build_benchmark(config), build_method(config)
-    problems, references = load_problems(benchmark, config.limit)
+    parts = parts or build_parts(config, replay=replay_of is not None)
+    benchmark, method, model = parts.benchmark, parts.method, parts.model
+    problems, references = parts.problems, parts.references
     done = run.read_results()
     run.rewrite_results(done)
     done_ids = {r["problem_id"] for r in done}
     todo = [p for p in problems if p.id not in done_ids]
-    model = (
-        None
-        if replay_of
-        else resolve_model(
-            config.model, api_base=config.api_base, api_key_env=config.api_key_env, max_batch=config.concurrency
-        )
-    )
     cache = CompletionCache((replay_of or run).cache_path)
     ledger = Ledger(run.ledger_path)
     engine = RolloutEngine(model, model_name=config.model, cache=cache, ledger=ledger, concurrency=config.concurrency)

@@ -1,7 +1,8 @@
 """`fake:` — a scripted model for tests and dry runs, registered like any other provider.
 
 Specs: `fake:` or `fake:echo` (answers `\\boxed{<last number in the prompt>}`), `fake:const:<text>`
-(always `<text>`), `fake:file:<path>` (a JSON list of responses, cycled). From Python, pass
+(always `<text>`), `fake:file:<path>` (a JSON list of responses, cycled), `fake:fail:<message>` (every call
+fails, not retryable). Append `,latency=<seconds>` to any of them to simulate a slow model. From Python, pass
 `script=callable(messages, params) -> str` for full control, plus optional latency and failures.
 """
 
@@ -78,13 +79,17 @@ def _from_file(path: str) -> Script:
 
 @MODELS.register("fake", help="scripted model for tests: fake:echo, fake:const:TEXT, fake:file:PATH")
 def build_fake(rest: str, **_: Any) -> LanguageModel:
-    kind, _, arg = rest.partition(":")
+    body, latency = rest, 0.0
+    if (option := re.search(r",latency=([0-9.]+)$", rest)) is not None:
+        body, latency = rest[: option.start()], float(option.group(1))
+    kind, _, arg = body.partition(":")
+    name = f"fake:{rest}"
     if kind in ("", "echo"):
-        return FakeModel(name=f"fake:{rest}")
+        return FakeModel(name=name, latency_s=latency)
     if kind == "const":
-        return FakeModel(lambda messages, params: arg, name=f"fake:{rest}")
+        return FakeModel(lambda messages, params: arg, name=name, latency_s=latency)
     if kind == "file":
-        return FakeModel(_from_file(arg), name=f"fake:{rest}")
+        return FakeModel(_from_file(arg), name=name, latency_s=latency)
     if kind == "fail":
-        return FakeModel(name=f"fake:{rest}", fail=lambda call: ModelError(arg or "scripted failure"))
+        return FakeModel(name=name, latency_s=latency, fail=lambda call: ModelError(arg or "scripted failure"))
     raise UserError(f"unknown fake model '{rest}'; use fake:echo, fake:const:TEXT, fake:file:PATH or fake:fail:MSG")

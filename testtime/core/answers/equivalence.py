@@ -89,6 +89,7 @@ class _SymbolicWorker:
         self._lock = threading.Lock()
         self._process: Any = None
         self._conn: Any = None
+        self._warming = True  # a new worker's first check also pays for importing sympy and math-verify
         self.timeouts = 0
 
     def _start(self) -> None:
@@ -96,22 +97,21 @@ class _SymbolicWorker:
         self._process = mp.get_context("spawn").Process(target=_worker_main, args=(child,), daemon=True)
         self._process.start()
         self._conn = parent
+        self._warming = True
 
     def check(self, a: str, b: str) -> bool:
         with self._lock:
             if self._process is None or not self._process.is_alive():
                 self._start()
             self._conn.send((a, b))
-            if self._conn.poll(SYMBOLIC_TIMEOUT_S + (10.0 if self.first_call else 0.0)):
-                self.first_call = False
+            if self._conn.poll(SYMBOLIC_TIMEOUT_S + (20.0 if self._warming else 0.0)):
+                self._warming = False
                 return bool(self._conn.recv())
             self.timeouts += 1
             self._process.kill()
             self._process.join()
             self._process = None
             return False
-
-    first_call = True  # the first check also pays for importing sympy and math-verify in the worker
 
 
 _WORKER = _SymbolicWorker()

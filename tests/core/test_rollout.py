@@ -1,0 +1,121 @@
+"""The rollout engine: cache before backend, retries only for transient errors, errors as data, the ledger."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+import pytest
+
+from testtime.core.cache import CompletionCache
+from testtime.core.errors import ModelError, TransientModelError
+from testtime.core.ledger import Ledger
+from testtime.core.records import Message, SamplingParams
+from testtime.core.rollout import RetryPolicy, RolloutEngine
+from testtime.models.fake import FakeModel
+
+PROMPT = [Message(role="user", content="What is 2 + 3?")]
+FAST_RETRY = RetryPolicy(max_attempts=3, base_delay_s=0.001, call_timeout_s=0.5)
+
+
+def engine(model: FakeModel | None, cache: CompletionCache | None = None, **kwargs: object) -> RolloutEngine:
+    return RolloutEngine(
+        model,
+        model_name="fake:",
+        cache=cache if cache is not None else CompletionCache(None),
+        ledger=Ledger(),
+        retry=kwargs.pop("retry", FAST_RETRY),
+        **kwargs,
+    )  # type: ignore[arg-type]
+
+
+def test_samples_are_cached_and_a_rerun_pays_nothing() -> None:
+    cache, model = CompletionCache(None), FakeModel()
+    first = engine(model, cache)
+    asyncio.run(first.sample(PROMPT, 4, SamplingParams(seed=1)))
+    assert model.calls == 4 and first.ledger.totals.calls == 4
+    second = engine(model, cache)
+    out = asyncio.run(second.sample(PROMPT, 4, SamplingParams(seed=1)))
+    assert model.calls == 4  # nothing reached the backend
+    assert second.ledger.totals.calls == 0 and second.ledger.totals.cache_hits == 4
+    assert all(c.cached for c in out)
+
+
+def test_each_sample_gets_its_own_seed() -> None:
+    seen: list[int | None] = []
+
+    def script(messages: Sequence[Message], params: SamplingParams) -> str:
+        seen.append(params.seed)
+        return "x"
+
+    asyncio.run(engine(FakeModel(script)).sample(PROMPT, 5, SamplingParams(seed=7)))
+    assert len(set(seen)) == 5
+
+
+def test_transient_errors_are_retried_then_succeed() -> None:
+    model = FakeModel(fail=lambda call: TransientModelError("429", retry_after=0.001) if call <= 2 else None)
+    e = engine(model)
+    [completion] = asyncio.run(e.sample(PROMPT, 1, SamplingParams()))
+    assert completion.error is None and "boxed{3}" in completion.text
+    assert model.calls == 3 and e.ledger.totals.retries == 2 and e.ledger.totals.errors == 0
+
+
+def test_permanent_errors_are_not_retried_and_come_back_as_data() -> None:
+    model = FakeModel(fail=lambda call: ModelError("400 bad request"))
+    e = engine(model)
+    [completion] = asyncio.run(e.sample(PROMPT, 1, SamplingParams()))
+    assert model.calls == 1
+    assert completion.finish_reason == "error" and "400" in (completion.error or "")
+    assert e.ledger.totals.errors == 1
+
+
+def test_retries_are_bounded() -> None:
+    model = FakeModel(fail=lambda call: TransientModelError("503"))
+    [completion] = asyncio.run(engine(model).sample(PROMPT, 1, SamplingParams()))
+    assert model.calls == FAST_RETRY.max_attempts
+    assert completion.error is not None and "after 3 attempts" in completion.error
+
+
+def test_a_hanging_call_times_out_as_a_timeout_record() -> None:
+    model = FakeModel(latency_s=5.0)
+    [completion] = asyncio.run(
+        engine(model, retry=RetryPolicy(max_attempts=1, call_timeout_s=0.05)).sample(PROMPT, 1, SamplingParams())
+    )
+    assert completion.finish_reason == "timeout"
+
+
+def test_errors_are_not_cached_so_a_resume_retries_them() -> None:
+    cache = CompletionCache(None)
+    asyncio.run(engine(FakeModel(fail=lambda call: ModelError("boom")), cache).sample(PROMPT, 1, SamplingParams()))
+    assert len(cache) == 0
+
+
+def test_replay_never_calls_and_reports_misses_as_errors() -> None:
+    cache = CompletionCache(None)
+    asyncio.run(engine(FakeModel(), cache).sample(PROMPT, 2, SamplingParams(seed=0)))
+    replay = engine(None, cache)
+    out = asyncio.run(replay.sample(PROMPT, 3, SamplingParams(seed=0)))
+    assert [c.error is None for c in out] == [True, True, False]
+    assert replay.ledger.totals.calls == 0
+
+
+def test_concurrency_is_bounded() -> None:
+    in_flight, peak = 0, 0
+
+    class Probe(FakeModel):
+        async def generate(self, messages, n, params):  # type: ignore[no-untyped-def]
+            nonlocal in_flight, peak
+            in_flight += 1
+            peak = max(peak, in_flight)
+            await asyncio.sleep(0.01)
+            in_flight -= 1
+            return await super().generate(messages, n, params)
+
+    asyncio.run(engine(Probe(), concurrency=3).sample(PROMPT, 12, SamplingParams()))
+    assert peak == 3
+
+
+@pytest.mark.parametrize("retry_after", [0.2, None])
+def test_retry_delay_honours_retry_after(retry_after: float | None) -> None:
+    delay = RetryPolicy(base_delay_s=1.0).delay(1, retry_after)
+    assert delay == 0.2 if retry_after else 0.5 <= delay <= 1.0

@@ -1,0 +1,206 @@
+"""`testtime run / grade / list` as a user runs them: end to end on the fake model, resume after kill -9,
+replay with zero calls, bad input as one clear line, and a light import."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from testtime.core.ledger import read_entries
+
+SCRATCH = Path(tempfile.mkdtemp(prefix="testtime-cli-"))  # cwd of every command: ./runs lands here
+
+
+def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "testtime.cli", *args], capture_output=True, text=True, timeout=timeout, cwd=SCRATCH
+    )
+
+
+def test_majority_run_end_to_end_on_the_fake_model(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    result = cli(
+        "run",
+        "--method",
+        "majority",
+        "--bench",
+        "arith",
+        "--limit",
+        "5",
+        "--n",
+        "4",
+        "--model",
+        "fake:echo",
+        "--out",
+        str(out),
+        "--quiet",
+    )
+    assert result.returncode == 0, result.stderr
+    config = json.loads((out / "config.json").read_text())
+    assert config["run"]["method"] == "majority" and config["method"]["tie_policy"] == "earliest"
+    assert "python" in config["versions"] and config["benchmark"]["digits"] == 2
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert len(records) == 5 and all(len(r["candidates"]) == 4 for r in records)
+    summary = json.loads((out / "summary.json").read_text())
+    # fake:echo boxes the last number of the question ("What is a + b?" → b): wrong on every problem
+    assert summary["accuracy"]["mean"] == 0.0 and summary["ledger"]["calls"] == 20
+    assert summary["maj@k"].keys() == {"1", "2", "4"} and summary["complete"] is True
+
+
+def test_single_greedy_is_one_call_per_problem(tmp_path: Path) -> None:
+    result = cli(
+        "run",
+        "--method",
+        "single",
+        "--bench",
+        "arith",
+        "--limit",
+        "3",
+        "--temperature",
+        "0",
+        "--model",
+        "fake:const:\\boxed{1}",
+        "--out",
+        str(tmp_path / "r"),
+        "--quiet",
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads((tmp_path / "r" / "summary.json").read_text())["ledger"]["calls"] == 3
+
+
+def test_kill_9_then_resume_pays_for_no_sample_twice(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    args = [
+        "run",
+        "--method",
+        "majority",
+        "--bench",
+        "arith",
+        "--limit",
+        "24",
+        "--n",
+        "4",
+        "--concurrency",
+        "2",
+        "--model",
+        "fake:echo,latency=0.04",
+        "--out",
+        str(out),
+        "--quiet",
+    ]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "testtime.cli", *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    ledger = out / "ledger.jsonl"
+    deadline = time.time() + 60
+    while time.time() < deadline and (not ledger.exists() or len(ledger.read_text().splitlines()) < 20):
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    before = len(read_entries(ledger))
+    assert 0 < before < 96, "the run must be killed mid-way for this test to mean anything"
+
+    result = cli("run", "--resume", str(out), "--quiet")
+    assert result.returncode == 0, result.stderr
+    paid = Counter((e.problem_id, e.sample_index) for e in read_entries(ledger) if not e.cached)
+    assert max(paid.values()) == 1  # no sample was paid for twice
+    covered = {(e.problem_id, e.sample_index) for e in read_entries(ledger)}
+    assert len(covered) == 96
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert sorted(r["problem_id"] for r in records) == sorted({r["problem_id"] for r in records})
+    assert len(records) == 24
+
+
+def test_replay_rescoring_makes_no_model_call(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    assert (
+        cli(
+            "run", "--bench", "arith", "--limit", "4", "--n", "2", "--model", "fake:echo", "--out", str(out), "--quiet"
+        ).returncode
+        == 0
+    )
+    result = cli("run", "--replay", str(out), "--quiet")
+    assert result.returncode == 0, result.stderr
+    [replay_dir] = [p for p in out.iterdir() if p.name.startswith("replay-")]
+    summary = json.loads((replay_dir / "summary.json").read_text())
+    original = json.loads((out / "summary.json").read_text())
+    assert summary["ledger"]["calls"] == 0 and summary["ledger"]["cache_hits"] == 8
+    assert summary["accuracy"] == original["accuracy"] and summary["replay"] is True
+
+
+def test_grade_json_for_predictions_from_any_system(tmp_path: Path, shared_data: Path) -> None:
+    predictions = tmp_path / "p.jsonl"
+    predictions.write_text(
+        "\n".join(
+            json.dumps(r)
+            for r in [
+                {"id": "aime24-I-1", "prediction": "The walk takes \\boxed{204} minutes."},
+                {"id": "aime24-I-2", "prediction": "024"},
+                {"id": "aime24-I-3", "prediction": "no box, maybe 55"},
+            ]
+        )
+        + "\n"
+    )
+    result = cli(
+        "grade", "--bench", "aime24", "--predictions", str(predictions), "--data-dir", str(shared_data), "--json"
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["n"] == 3 and len(report["missing"]) == 27
+    assert [p["correct"] for p in report["per_problem"]] == [True, False, False]
+    assert report["accuracy"] == pytest.approx(1 / 3)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "--model", "nope:x"], "unknown model provider 'nope'"),
+        (["run", "--bench", "aime99"], "unknown benchmark 'aime99'; available: aime24"),
+        (["run", "--method", "magic"], "unknown method 'magic'"),
+        (["run", "--bench", "aime24", "--data-dir", "/does/not/exist"], "not a readable folder"),
+        (["run", "--bench-opt", "digits"], "--bench-opt expects KEY=VALUE"),
+        (["run", "--bench-opt", "colour=red"], "does not take option 'colour'"),
+        (["run", "--n", "0"], "--n: Input should be greater than or equal to 1"),
+        (["run", "--resume", "/does/not/exist"], "not a run directory"),
+        (["grade", "--bench", "arith", "--predictions", "/does/not/exist.jsonl"], "cannot read"),
+    ],
+)
+def test_bad_input_is_one_clear_line_and_a_nonzero_exit(args: list[str], message: str) -> None:
+    result = cli(*args)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert not (SCRATCH / "runs").exists(), "bad input must not leave a run directory behind"
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_malformed_config_on_resume_is_a_clear_error(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"run": {"method": "majority", "bench": "arith", "n": "many"}}))
+    result = cli("run", "--resume", str(run))
+    assert result.returncode == 2 and "malformed config" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_help_and_import_do_not_load_heavy_libraries() -> None:
+    code = (
+        "import sys, testtime.cli, testtime.models, testtime.experiments.run; "
+        "heavy = [m for m in ('torch', 'transformers', 'litellm', 'vllm') if m in sys.modules]; print(heavy)"
+    )
+    probe = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert probe.stdout.strip() == "[]", probe.stderr
+    assert "Usage" in cli("--help").stdout
+
+
+def test_list_names_every_registered_thing() -> None:
+    result = cli("list")
+    assert result.returncode == 0
+    for name in ("majority", "single", "aime24", "math500", "arith", "litellm", "vllm", "hf:smollm2-135m"):
+        assert name in result.stdout

@@ -1,0 +1,107 @@
+"""The litellm path against a real local OpenAI-compatible HTTP server, with injected faults."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from testtime.core.cache import CompletionCache
+from testtime.core.ledger import Ledger
+from testtime.core.records import Message, SamplingParams
+from testtime.core.rollout import RetryPolicy, RolloutEngine
+from testtime.models import resolve_model
+from testtime.models.mock_server import MockChatServer
+
+PROMPT = [Message(role="user", content="What is 4 + 5?")]
+
+
+def sample(server: MockChatServer, n: int, timeout_s: float = 5.0, attempts: int = 4) -> tuple[list, RolloutEngine]:
+    model = resolve_model("litellm:openai/mock", api_base=server.url, request_timeout_s=timeout_s)
+    engine = RolloutEngine(
+        model,
+        model_name=model.name,
+        cache=CompletionCache(None),
+        ledger=Ledger(),
+        concurrency=4,
+        retry=RetryPolicy(max_attempts=attempts, base_delay_s=0.01),
+    )
+    return asyncio.run(engine.sample(PROMPT, n, SamplingParams(max_tokens=16))), engine
+
+
+def test_completions_and_usage_come_back() -> None:
+    with MockChatServer() as server:
+        out, engine = sample(server, 3)
+    assert [c.text for c in out] == ["The answer is \\boxed{5}."] * 3
+    assert engine.ledger.totals.calls == 3 and engine.ledger.totals.completion_tokens == 12
+    assert engine.ledger.totals.cost_known is False  # a made-up model has no price: unknown, not $0
+
+
+def test_429_with_retry_after_and_500_are_retried() -> None:
+    with MockChatServer(faults={1: 429, 2: 500, 3: 503}) as server:
+        [completion], engine = sample(server, 1)
+        assert server.requests == 4
+    assert completion.error is None
+    assert engine.ledger.totals.retries == 3
+
+
+def test_a_hanging_server_times_out_and_the_retry_succeeds() -> None:
+    with MockChatServer(faults={1: "hang"}) as server:
+        [completion], engine = sample(server, 1, timeout_s=0.5)
+    assert completion.error is None and engine.ledger.totals.retries == 1
+
+
+def test_client_errors_are_not_retried() -> None:
+    with MockChatServer(faults={1: 400, 2: 400}) as server:
+        [completion], engine = sample(server, 1)
+        assert server.requests == 1
+    assert completion.finish_reason == "error" and engine.ledger.totals.errors == 1
+
+
+def test_persistent_outage_ends_as_an_error_record() -> None:
+    with MockChatServer(faults={i: 500 for i in range(1, 10)}) as server:
+        [completion], _ = sample(server, 1, attempts=3)
+        assert server.requests == 3
+    assert completion.error is not None and "after 3 attempts" in completion.error
+
+
+def test_cli_run_through_litellm_never_writes_the_key(tmp_path: Path) -> None:
+    secret = "sk-test-" + "7" * 24
+    with MockChatServer() as server:
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "testtime.cli",
+                "run",
+                "--method",
+                "majority",
+                "--bench",
+                "arith",
+                "--limit",
+                "3",
+                "--n",
+                "2",
+                "--model",
+                "litellm:openai/mock",
+                "--api-base",
+                server.url,
+                "--api-key-env",
+                "MY_KEY",
+                "--out",
+                str(tmp_path / "run"),
+                "--quiet",
+            ],
+            env={**os.environ, "MY_KEY": secret},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert result.returncode == 0, result.stderr
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["problems"] == 3 and summary["ledger"]["calls"] == 6
+    for path in (tmp_path / "run").iterdir():
+        assert secret.encode() not in path.read_bytes(), path

@@ -1,0 +1,80 @@
+"""Architecture invariants that are structural: import direction, and labels unreachable from a method."""
+
+from __future__ import annotations
+
+import ast
+import gc
+from pathlib import Path
+
+import pytest
+
+from testtime.core.records import Reference
+
+PACKAGE = Path(__file__).resolve().parents[1] / "testtime"
+
+# package → the testtime packages it may import (architecture.md, "Packages and what each owns")
+ALLOWED = {
+    "core": {"core"},
+    "models": {"core", "models"},
+    "selectors": {"core", "sandbox", "selectors"},
+    "knowledge": {"core", "knowledge"},
+    "methods": {"core", "models", "selectors", "sandbox", "knowledge", "methods"},
+    "benchmarks": {"core", "sandbox", "benchmarks"},
+}
+
+
+def _imported_packages(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        names = [node.module] if isinstance(node, ast.ImportFrom) and node.module else []
+        names += [a.name for a in node.names] if isinstance(node, ast.Import) else []
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "testtime" and len(parts) > 1:
+                found.add(parts[1])
+    return found
+
+
+@pytest.mark.parametrize("package", sorted(ALLOWED))
+def test_imports_point_down_the_table(package: str) -> None:
+    for path in (PACKAGE / package).rglob("*.py"):
+        illegal = _imported_packages(path) - ALLOWED[package]
+        assert not illegal, f"{path.relative_to(PACKAGE)} imports {sorted(illegal)}"
+
+
+def _reachable(roots: list[object]) -> list[object]:
+    seen, stack, out = set(), list(roots), []
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen or isinstance(obj, type):
+            continue
+        seen.add(id(obj))
+        out.append(obj)
+        stack.extend(gc.get_referents(obj))
+    return out
+
+
+def test_no_reference_is_reachable_from_what_a_method_receives(shared_data: Path) -> None:
+    """Build a method's inputs exactly as `testtime run` does and walk every object they reach."""
+    from testtime.core.cache import CompletionCache
+    from testtime.core.ledger import Ledger
+    from testtime.core.records import SamplingParams
+    from testtime.core.rollout import RolloutEngine
+    from testtime.experiments.config import RunConfig
+    from testtime.experiments.run import build_benchmark, load_problems
+    from testtime.methods import MethodContext
+    from testtime.models import resolve_model
+
+    config = RunConfig(method="majority", bench="aime24", model="fake:", data_dir=str(shared_data))
+    benchmark = build_benchmark(config)
+    problems, references = load_problems(benchmark, None)
+    assert len(references) == 30
+    model = resolve_model("fake:")
+    ctx = MethodContext(
+        engine=RolloutEngine(model, model_name="fake:", cache=CompletionCache(None), ledger=Ledger()),
+        params=SamplingParams(),
+        prompt=benchmark.prompt,
+    )
+    reachable = _reachable([ctx, problems])
+    assert any(o is problems[0] for o in reachable)  # the walk really covers what the method gets
+    assert [o for o in reachable if isinstance(o, Reference)] == []
