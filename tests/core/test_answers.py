@@ -56,6 +56,12 @@ EQUIVALENT = [
     ("\\sqrt2", "\\sqrt{2}"),
     ("x^2+2x+1", "(x+1)^2"),
     ("\\frac{\\sqrt{3}}{2}", "\\frac{1}{2}\\sqrt{3}"),
+    ("\\frac{x}{2}", "0.5x"),
+    ("2\\cdot 3x", "6x"),
+    ("\\sqrt[3]{8}", "2"),
+    ("x(x+1)", "x^2+x"),
+    ("\\{1, \\sqrt{4}\\}", "\\{2, 1\\}"),
+    ("(\\sqrt{4}, 3]", "(2, 3]"),
 ]
 
 
@@ -74,6 +80,11 @@ NOT_EQUIVALENT = [
     ("A", "B"),
     ("\\sqrt{2}", "\\sqrt{3}"),
     ("x+1", "x+2"),
+    ("x^2", "x^3"),
+    ("\\pi", "3.14159"),
+    ("(\\sqrt{4}, 3]", "[2, 3]"),
+    ("Evelyn", "Evelyn+1"),
+    ("(1,\\sqrt{2})", "\\sqrt{2}"),
 ]
 
 
@@ -119,3 +130,24 @@ def test_a_hanging_symbolic_check_is_bounded(monkeypatch: pytest.MonkeyPatch) ->
     assert result is False
     assert equivalence._WORKER.timeouts == timeouts_before + 1
     assert equivalence._WORKER.check("\\sqrt{4}", "2")  # a fresh worker answers the next check
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [("x^2+2x+1", "(x+1)^2", True), ("\\frac{\\pi}{4}", "\\frac{\\pi}{3}", False), ("3\\sqrt{2}", "\\sqrt{18}", True)],
+)
+def test_common_latex_is_decided_without_the_symbolic_worker(
+    monkeypatch: pytest.MonkeyPatch, a: str, b: str, same: bool
+) -> None:
+    from testtime.core.answers import equivalence
+
+    def refuse(*_: str) -> bool:
+        raise AssertionError("the symbolic worker was called")
+
+    monkeypatch.setattr(equivalence._WORKER, "check", refuse)
+    equivalence._symbolic_equal.cache_clear()
+    assert equivalent(a, b) is same
+
+
+def test_answers_outside_the_numeric_subset_still_reach_math_verify() -> None:
+    assert equivalent("\\sin^2 x + \\cos^2 x", "1")

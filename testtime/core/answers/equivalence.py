@@ -7,14 +7,20 @@ that times out counts as "not equivalent" and the worker is replaced. Results ar
 
 from __future__ import annotations
 
-import multiprocessing as mp
+import json
+import re
+import select
+import subprocess
+import sys
 import threading
 from functools import lru_cache
-from typing import Any
 
 from testtime.core.answers.normalize import exact_number, normalize, split_top_level
+from testtime.core.answers.numeric import numerically_equal
 
+_WORD = re.compile(r"[a-z]{2,}")
 SYMBOLIC_TIMEOUT_S = 5.0
+STARTUP_TIMEOUT_S = 60.0
 
 
 @lru_cache(maxsize=65536)
@@ -56,7 +62,35 @@ def equivalent(a: str | None, b: str | None) -> bool:
         return True
     if exact_structure(ka) and exact_structure(kb):
         return False
+    if _WORD.fullmatch(ka) or _WORD.fullmatch(kb):
+        return False  # text answers ("monday", "evelyn") compare as text, already done by the keys
+    if (shape := _compare_brackets(ka, kb)) is not None:
+        return shape
+    numeric = numerically_equal(ka, kb)
+    if numeric is not None:
+        return numeric
     return _symbolic_equal(*sorted((normalize(a), normalize(b))))
+
+
+def _compare_brackets(ka: str, kb: str) -> bool | None:
+    """Tuples/intervals element-wise with their bracket types; sets ({…}) in any order. None: not both."""
+    bracketed = [len(k) >= 2 and k[0] in "([{" and k[-1] in ")]}" for k in (ka, kb)]
+    if not all(bracketed):
+        return False if any(bracketed) and "," in (ka if bracketed[0] else kb) else None
+    xs, ys = split_top_level(ka[1:-1]), split_top_level(kb[1:-1])
+    if len(xs) == 1 and len(ys) == 1 and ka[0] + ka[-1] == kb[0] + kb[-1] == "()":
+        return None  # plain parentheses around one expression: let the expression comparison decide
+    if (ka[0], ka[-1]) != (kb[0], kb[-1]) or len(xs) != len(ys):
+        return False
+    if ka[0] == "{":
+        remaining = list(ys)
+        for x in xs:
+            match = next((y for y in remaining if equivalent(x, y)), None)
+            if match is None:
+                return False
+            remaining.remove(match)
+        return True
+    return all(equivalent(x, y) for x, y in zip(xs, ys, strict=True))
 
 
 @lru_cache(maxsize=65536)
@@ -64,52 +98,58 @@ def _symbolic_equal(a: str, b: str) -> bool:
     return _WORKER.check(a, b)
 
 
-def _worker_main(conn: Any) -> None:
-    import logging
-
-    logging.disable(logging.WARNING)  # math-verify warns on every call that its own timeouts are off
-    from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
-
-    configs = [LatexExtractionConfig(), ExprExtractionConfig()]
-    while True:
-        a, b = conn.recv()
-        try:
-            pa = parse(f"${a}$", extraction_config=configs, parsing_timeout=None)
-            pb = parse(f"${b}$", extraction_config=configs, parsing_timeout=None)
-            same = bool(pa and pb and (verify(pa, pb, timeout_seconds=None) or verify(pb, pa, timeout_seconds=None)))
-        except Exception:  # noqa: BLE001 - an unparsable answer is simply not equivalent
-            same = False
-        conn.send(same)
-
-
 class _SymbolicWorker:
-    """One resident process answering (a, b) → bool; killed and replaced when a check overruns."""
+    """One resident `symbolic_worker` process answering (a, b) → bool, killed and replaced when a check
+    overruns or the process dies. A plain subprocess, not multiprocessing: spawning would re-import the
+    caller's `__main__`, which re-runs any user script that lacks a main guard."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._process: Any = None
-        self._conn: Any = None
-        self._warming = True  # a new worker's first check also pays for importing sympy and math-verify
+        self._process: subprocess.Popen[str] | None = None
         self.timeouts = 0
 
-    def _start(self) -> None:
-        parent, child = mp.get_context("spawn").Pipe()
-        self._process = mp.get_context("spawn").Process(target=_worker_main, args=(child,), daemon=True)
-        self._process.start()
-        self._conn = parent
-        self._warming = True
+    def _start(self) -> subprocess.Popen[str]:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "testtime.core.answers.symbolic_worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            bufsize=1,
+        )
+        # Importing sympy and math-verify takes seconds; that is start-up, not the check's time.
+        if self._readline(process, STARTUP_TIMEOUT_S) != "ready":
+            self._stop(process)
+            raise RuntimeError("the symbolic-equivalence worker did not start")
+        return process
+
+    @staticmethod
+    def _readline(process: subprocess.Popen[str], timeout: float) -> str | None:
+        assert process.stdout is not None
+        ready, _, _ = select.select([process.stdout], [], [], timeout)
+        return process.stdout.readline().strip() if ready else None
+
+    @staticmethod
+    def _stop(process: subprocess.Popen[str]) -> None:
+        process.kill()
+        process.wait()
 
     def check(self, a: str, b: str) -> bool:
         with self._lock:
-            if self._process is None or not self._process.is_alive():
-                self._start()
-            self._conn.send((a, b))
-            if self._conn.poll(SYMBOLIC_TIMEOUT_S + (20.0 if self._warming else 0.0)):
-                self._warming = False
-                return bool(self._conn.recv())
-            self.timeouts += 1
-            self._process.kill()
-            self._process.join()
+            if self._process is None or self._process.poll() is not None:
+                self._process = self._start()
+            process = self._process
+            assert process.stdin is not None
+            try:
+                process.stdin.write(json.dumps([a, b]) + "\n")
+                process.stdin.flush()
+                answer = self._readline(process, SYMBOLIC_TIMEOUT_S)
+            except (BrokenPipeError, OSError):
+                answer = None
+            if answer in ("0", "1"):
+                return answer == "1"
+            self.timeouts += 1  # hung or died: either way this pair is "not shown equivalent"
+            self._stop(process)
             self._process = None
             return False
 

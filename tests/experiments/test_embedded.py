@@ -1,0 +1,60 @@
+"""End to end on the embedded model (SmolLM2-135M through transformers, offline): the real thing."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs the local extra (torch)"),
+]
+
+
+def test_majority_on_arith_with_the_embedded_model(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "testtime.cli",
+            "run",
+            "--method",
+            "majority",
+            "--bench",
+            "arith",
+            "--limit",
+            "3",
+            "--n",
+            "4",
+            "--max-tokens",
+            "24",
+            "--out",
+            str(out),
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=tmp_path,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "model calls" in result.stdout  # the final table went to stdout
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["problems"] == 3 and summary["complete"]
+    assert summary["ledger"]["calls"] == 12 and summary["ledger"]["errors"] == 0
+    assert summary["ledger"]["completion_tokens"] > 0 and summary["ledger"]["prompt_tokens"] > 0
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    texts = [c["text"] for r in records for c in r["candidates"]]
+    assert len(texts) == 12 and all(t.strip() for t in texts)
+    # The few-shot prompt teaches the format: most samples carry a boxed answer.
+    assert sum(c["answer"] is not None for r in records for c in r["candidates"]) >= 6
+    assert all(c["completion_tokens"] <= 24 for r in records for c in r["candidates"])
+    assert 0.0 <= summary["pass@1_avg"]["mean"] <= 1.0 and summary["model"] == "hf:smollm2-135m"
