@@ -1,0 +1,128 @@
+"""Running untrusted code: generated programs and generated tests never run on the host (invariant 5).
+
+Threat model. The adversary is a program (or test) written by a model: it may loop, fork-bomb, allocate
+without bound, print without bound, read or write files, open sockets, read the environment, signal or kill
+its parent, leave processes behind, or try to forge its verdict.
+
+What is isolated, per backend:
+- `docker` (default where an engine answers): no network (`network_mode=none`), read-only root, a size-capped
+  tmpfs `/tmp`, uid 65534, every capability dropped, no-new-privileges, memory (no swap), pids and CPU limits,
+  an empty environment (no host variables, no keys). The only host path inside is a private, empty directory
+  holding the harness's unix socket.
+- `bwrap` (bubblewrap): every namespace unshared (network, pid, ipc, uts, user, mount), `/usr` bound read-only,
+  private `/tmp`, uid 65534, no capabilities, cleared environment; cgroup v1 memory and pids limits when the
+  host offers them (`testtime sandbox check` says whether it does).
+- Both: the resident harness (`harness.py`) is PID 1 of the sandbox's pid namespace, so programs cannot signal
+  it; each test runs in a fresh forked process with rlimits on address space, CPU time and file size, only
+  stdin/stdout/stderr and a result pipe open; the harness enforces wall time and output size and kills every
+  leftover process after each test. A worker whose job misbehaved (time, memory or output limit, leftovers,
+  or no answer in time) is destroyed and replaced.
+
+Not isolated: CPU and memory bandwidth are shared with the host (timing noise), and the kernel is the host's
+(a kernel exploit escapes every backend here; use VMs if that is in scope).
+
+Failures: what the program does comes back as verdicts (`pass`, `wrong_answer`, `time_limit`,
+`runtime_error`, `memory_limit`, `output_limit`). What the infrastructure does (no engine, missing image,
+a worker that cannot start) raises `SandboxError`; it never silently falls back to running on the host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from testtime.core.errors import UserError
+from testtime.core.records import TestCase
+from testtime.core.registry import Registry
+
+Verdict = Literal["pass", "wrong_answer", "time_limit", "runtime_error", "memory_limit", "output_limit"]
+
+
+class SandboxError(UserError):
+    """The sandbox itself failed (engine gone, image missing): not a verdict on the program."""
+
+
+class Limits(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    timeout_s: float = 6.0  # per test, as LiveCodeBench
+    memory_mb: int = 1024
+    output_bytes: int = 1 << 20
+    early_exit: bool = False  # stop at the first failing test (grading); selectors need run-all
+
+    def job_timeout_s(self, tests: int) -> float:
+        """Wall-clock bound for a whole job before its worker is presumed stuck and replaced."""
+        return (self.timeout_s + 1.0) * max(tests, 1) + 5.0
+
+
+class TestVerdict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    verdict: Verdict
+    seconds: float = 0.0
+    error: str | None = None
+    compile_error: bool = False
+    output: str = ""  # the first 1,000 characters of what the program produced
+    output_digest: str = ""  # hash of the whole normalised output, for clustering by behaviour
+
+
+class ExecutionReport(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    backend: str
+    tests: list[TestVerdict]
+    seconds: float = 0.0
+    recycled: bool = False  # the worker misbehaved and was replaced
+
+    @property
+    def passed(self) -> bool:
+        """All tests passed. An empty suite never passes (LiveCodeBench judges scoring all([]) as PASS)."""
+        return bool(self.tests) and all(t.verdict == "pass" for t in self.tests)
+
+
+class Sandbox(ABC):
+    """Lifecycle: `start()`, then any number of `run()` calls (thread-safe), then `close()`."""
+
+    name: str
+
+    @abstractmethod
+    def start(self) -> None:
+        """Acquire workers; raise SandboxError if the backend cannot run here."""
+
+    @abstractmethod
+    def run(
+        self, program: str, tests: Sequence[TestCase], limits: Limits | None = None, func_name: str | None = None
+    ) -> ExecutionReport:
+        """Run one program against its tests and return the verdicts."""
+
+    async def arun(
+        self, program: str, tests: Sequence[TestCase], limits: Limits | None = None, func_name: str | None = None
+    ) -> ExecutionReport:
+        return await asyncio.to_thread(self.run, program, tests, limits, func_name)
+
+    @abstractmethod
+    def close(self) -> None:
+        """Stop every worker and remove what the backend created."""
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name}
+
+    def __enter__(self) -> Sandbox:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+SANDBOXES: Registry[Sandbox] = Registry("sandbox")
+
+
+def timed_out(tests: Sequence[TestCase], limits: Limits) -> list[TestVerdict]:
+    """Verdicts for a job whose worker stopped answering: the program ran out of time."""
+    verdict = TestVerdict(verdict="time_limit", seconds=limits.timeout_s, error="no answer within the job's bound")
+    return [verdict] * (1 if limits.early_exit else max(len(tests), 1))
