@@ -162,7 +162,7 @@ def _lines_match(actual, expected):
     want = expected.strip().split("\n")
     if len(got) != len(want):
         return False
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=True):
         g, w = g.strip(), w.strip()
         if g == w:
             continue
@@ -170,7 +170,7 @@ def _lines_match(actual, expected):
         if len(g_tokens) != len(w_tokens):
             return False
         try:
-            if any(Decimal(a) != Decimal(b) for a, b in zip(g_tokens, w_tokens)):
+            if any(Decimal(a) != Decimal(b) for a, b in zip(g_tokens, w_tokens, strict=True)):
                 return False
         except InvalidOperation:
             return False
