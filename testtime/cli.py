@@ -23,6 +23,12 @@ app = typer.Typer(
 Opt = typer.Option
 
 
+def _add_subcommands() -> None:
+    from testtime.cli_sandbox import sandbox_app
+
+    app.add_typer(sandbox_app, name="sandbox")
+
+
 @app.command()
 def run(
     method: Annotated[str, Opt(help="single | majority (see `testtime list`)")] = "majority",
@@ -154,6 +160,9 @@ def list_registered() -> None:
             else f"{gguf} from {requirement}",
         )
     results_console.print(table)
+
+
+_add_subcommands()
 
 
 def main(argv: list[str] | None = None) -> Any:

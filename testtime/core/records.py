@@ -35,6 +35,8 @@ class Record(BaseModel):
 
 
 class TestCase(Record):
+    __test__ = False  # a record, not a pytest test class
+
     input: str
     output: str
     testtype: Literal["stdin", "functional"] = "stdin"

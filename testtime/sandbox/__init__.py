@@ -60,6 +60,7 @@ class Limits(BaseModel):
 
 
 class TestVerdict(BaseModel):
+    __test__ = False  # a record, not a pytest test class
     model_config = ConfigDict(extra="forbid")
 
     verdict: Verdict

@@ -65,7 +65,8 @@ def bwrap_command(python: str) -> list[str]:
     prefix = Path(python).resolve().parents[1]
     if not str(prefix).startswith("/usr"):
         command += ["--ro-bind", str(prefix), str(prefix)]  # an interpreter outside /usr (pyenv, conda)
-    return [*command, python, "-c", HARNESS_SOURCE]
+    # bwrap's root is its own tmpfs: make it read-only too (the /tmp mount stays writable).
+    return [*command, "--remount-ro", "/", python, "-c", HARNESS_SOURCE]
 
 
 def sandbox_python() -> str:

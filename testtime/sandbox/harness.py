@@ -351,7 +351,10 @@ def serve(reader, writer):
 
 
 def main():
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    # As PID 1 the kernel drops signals whose action is the default; Python's own SIGINT handler would not be
+    # dropped (a program's SIGINT would raise KeyboardInterrupt here), so every handler goes back to default.
+    for sig in (signal.SIGINT, signal.SIGPIPE, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
+        signal.signal(sig, signal.SIG_DFL)
     if len(sys.argv) >= 3 and sys.argv[1] == "--socket":
         server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         server.bind(sys.argv[2])

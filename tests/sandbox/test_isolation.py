@@ -1,0 +1,71 @@
+"""Adversarial programs, one property per test, on every backend."""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from testtime.core.records import TestCase
+from testtime.sandbox import Limits, Sandbox
+from testtime.sandbox.probes import PROBES, Probe, run_probe
+
+HARNESS_MARK = "The in-sandbox test harness"
+
+
+@pytest.mark.parametrize("probe", PROBES, ids=[p.name.replace(" ", "-") for p in PROBES])
+def test_isolation_property(backend: Sandbox, probe: Probe) -> None:
+    held, report = run_probe(backend, probe)
+    assert held, f"{probe.name} does not hold on {backend.name}: {report.tests}"
+
+
+def _harness_processes() -> int:
+    """Host processes carrying the harness (workers and anything forked from them)."""
+    count = 0
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and HARNESS_MARK.encode() in (entry / "cmdline").read_bytes():
+                count += 1
+        except OSError:
+            continue
+    return count
+
+
+def test_time_limit_leaves_no_process_behind(backend: Sandbox) -> None:
+    backend.run("print(1)", [TestCase(input="", output="1")])  # settle the pool
+    before = _harness_processes()
+    program = "import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(600)\ntime.sleep(600)"
+    report = backend.run(program, [TestCase(input="", output="")], Limits(timeout_s=1.0))
+    assert report.tests[0].verdict == "time_limit" and report.recycled
+    assert _harness_processes() == before
+
+
+def test_time_verdict_comes_within_the_bound(backend: Sandbox) -> None:
+    report = backend.run("while True: pass", [TestCase(input="", output="")] * 2, Limits(timeout_s=1.0))
+    assert [t.verdict for t in report.tests] == ["time_limit", "time_limit"]
+    assert report.seconds < 2 * (1.0 + 1.0) + 3.0  # per-test bound plus the watchdog's grace, plus restart
+
+
+def test_a_misbehaving_job_does_not_affect_the_next(backend: Sandbox) -> None:
+    backend.run("import os\nwhile True: os.fork()", [TestCase(input="", output="")], Limits(timeout_s=2.0))
+    assert backend.run("print(input()[::-1])", [TestCase(input="abc", output="cba")]).passed
+
+
+def test_eight_concurrent_jobs_get_independent_verdicts(backend: Sandbox) -> None:
+    program = "n = int(input())\nprint(n * n)"
+
+    def job(n: int) -> bool:
+        right = backend.run(program, [TestCase(input=str(n), output=str(n * n))]).passed
+        wrong = backend.run(program, [TestCase(input=str(n), output=str(n * n + 1))]).passed
+        return right and not wrong
+
+    with ThreadPoolExecutor(8) as pool:
+        assert all(pool.map(job, range(8)))
+
+
+def test_the_host_environment_is_not_inherited(backend: Sandbox) -> None:
+    report = backend.run("import os\nprint(sorted(os.environ))", [TestCase(input="", output="")])
+    assert "TESTTIME_PROBE_SECRET" in os.environ
+    assert "TESTTIME_PROBE_SECRET" not in report.tests[0].output

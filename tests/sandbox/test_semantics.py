@@ -1,0 +1,100 @@
+"""LiveCodeBench semantics: real problems from the development data pass, seeded bugs fail as they should."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from testtime.core.records import TestCase
+from testtime.sandbox import ExecutionReport, Limits, Sandbox
+
+SOLUTIONS = {
+    "abc387_a": "a, b = map(int, input().split())\nprint((a + b) ** 2)",
+    "abc387_b": "x = int(input())\nprint(sum(i * j for i in range(1, 10) for j in range(1, 10) if i * j != x))",
+    "abc388_b": "n, d = map(int, input().split())\nsnakes = [tuple(map(int, input().split())) for _ in range(n)]\n"
+                "for k in range(1, d + 1):\n    print(max(t * (l + k) for t, l in snakes))",
+    "3708": "class Solution:\n    def zigzagTraversal(self, grid: List[List[int]]) -> List[int]:\n"
+            "        cells = []\n        for i, row in enumerate(grid):\n"
+            "            cells.extend(row if i % 2 == 0 else row[::-1])\n        return cells[::2]",
+    "3731": "class Solution:\n    def subarraySum(self, nums: List[int]) -> int:\n"
+            "        return sum(sum(nums[max(0, i - x):i + 1]) for i, x in enumerate(nums))",
+}
+# Seeded bugs and the verdict each must get on the problem's first public test.
+BUGS = {
+    "abc387_a": ("a, b = map(int, input().split())\nprint(a * a + b * b)", "wrong_answer"),
+    "abc387_b": ("x = int(input())\nwhile True:\n    x += 1", "time_limit"),
+    "abc388_b": ("n, d = map(int, input().split())\nprint(snakes)", "runtime_error"),
+    "3708": ("class Solution:\n    def zigzagTraversal(self, grid):\n        return grid[0]", "wrong_answer"),
+    "3731": ("class Solution:\n    def subarraySum(self, nums):\n        return [0] * 10**9", "memory_limit"),
+}
+
+
+def lcb_problem(shared_data: Path, question_id: str) -> tuple[list[TestCase], str | None]:
+    for line in (shared_data / "lcb-v6.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        if row["question_id"] == question_id:
+            return [TestCase(**t) for t in row["public_test_cases"]], row["metadata"].get("func_name")
+    raise AssertionError(f"{question_id} not in the data")
+
+
+@pytest.mark.parametrize("question_id", sorted(SOLUTIONS))
+def test_correct_programs_pass_their_public_tests(backend: Sandbox, shared_data: Path, question_id: str) -> None:
+    tests, func_name = lcb_problem(shared_data, question_id)
+    report = backend.run(SOLUTIONS[question_id], tests, func_name=func_name)
+    assert report.passed, report.tests
+
+
+@pytest.mark.parametrize("question_id", sorted(BUGS))
+def test_seeded_bugs_fail_with_the_right_verdict(backend: Sandbox, shared_data: Path, question_id: str) -> None:
+    tests, func_name = lcb_problem(shared_data, question_id)
+    program, verdict = BUGS[question_id]
+    report = backend.run(program, tests[:1], Limits(timeout_s=1.0, memory_mb=512), func_name=func_name)
+    assert [t.verdict for t in report.tests] == [verdict]
+
+
+def run(backend: Sandbox, program: str, inp: str, out: str) -> ExecutionReport:
+    return backend.run(program, [TestCase(input=inp, output=out)])
+
+
+@pytest.mark.parametrize(
+    ("printed", "expected", "verdict"),
+    [("1.50", "1.5", "pass"),  # exact Decimal equality per token
+     ("0.333333", "0.3333333333", "wrong_answer"),  # no tolerance, as the official grader
+     ("1 2\\n3", "1 2\n3\n", "pass"),  # trailing whitespace and newlines
+     ("1 2", "1 2\n3", "wrong_answer"),  # the line count must match
+     ("  7  ", "7", "pass")],
+)
+def test_output_comparison_follows_the_official_grader(
+    backend: Sandbox, printed: str, expected: str, verdict: str
+) -> None:
+    assert run(backend, f"print('{printed}')", "", expected).tests[0].verdict == verdict
+
+
+def test_buffer_io_works_unlike_the_official_mock(backend: Sandbox) -> None:
+    program = ("import sys\nfirst = sys.stdin.buffer.readline()\nsecond = sys.stdin.buffer.readline()\n"
+               "sys.stdout.buffer.write(first.strip() + b' ' + second.strip())")
+    assert run(backend, program, "a\nb\n", "a b").passed
+
+
+def test_functional_result_is_the_return_value_not_prints(backend: Sandbox) -> None:
+    program = "class Solution:\n    def pair(self, a, b):\n        print('debug', a)\n        return (a, b)"
+    report = backend.run(program, [TestCase(input="1\n[2]", output="[1, [2]]", testtype="functional")],
+                         func_name="pair")
+    assert report.passed  # the tuple compares as a list
+
+
+def test_compile_error_is_flagged(backend: Sandbox) -> None:
+    verdict = run(backend, "def broken(:\n", "", "").tests[0]
+    assert verdict.verdict == "runtime_error" and verdict.compile_error and "SyntaxError" in (verdict.error or "")
+
+
+def test_run_all_versus_early_exit(backend: Sandbox) -> None:
+    tests = [TestCase(input="1", output="9"), TestCase(input="2", output="2"), TestCase(input="3", output="3")]
+    assert [t.verdict for t in backend.run("print(input())", tests).tests] == ["wrong_answer", "pass", "pass"]
+    assert len(backend.run("print(input())", tests, Limits(early_exit=True)).tests) == 1
+
+
+def test_an_empty_suite_never_passes() -> None:
+    assert not ExecutionReport(backend="any", tests=[]).passed
