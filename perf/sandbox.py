@@ -66,8 +66,25 @@ def main() -> None:
     rows: list[tuple[str, float, float | None]] = []
     bare = one_shot([sys.executable, "-c", HARNESS_SOURCE])
     rows.append(("bare host subprocess (reference)", median_ms(bare, args.jobs), throughput_s(bare, args.candidates)))
-    docker_run = one_shot(["docker", "run", "-i", "--rm", "--network", "none", "--read-only", "--user", "65534:65534",
-                           "--cap-drop", "ALL", DEFAULT_IMAGE, "python3", "-c", HARNESS_SOURCE])
+    docker_run = one_shot(
+        [
+            "docker",
+            "run",
+            "-i",
+            "--rm",
+            "--network",
+            "none",
+            "--read-only",
+            "--user",
+            "65534:65534",
+            "--cap-drop",
+            "ALL",
+            DEFAULT_IMAGE,
+            "python3",
+            "-c",
+            HARNESS_SOURCE,
+        ]
+    )
     try:
         rows.append(("docker run per job", median_ms(docker_run, max(5, args.jobs // 3)), None))
     except (subprocess.SubprocessError, OSError, IndexError, ValueError) as exc:
@@ -79,14 +96,17 @@ def main() -> None:
             print(f"{name}: unavailable ({exc})")
             continue
         with sandbox:
+
             def pooled(box=sandbox) -> bool:
                 return box.run(PROGRAM, TESTS).passed
 
             median_ms(pooled, 3)  # warm-up
             rows.append((f"{name} warm pool", median_ms(pooled, args.jobs), throughput_s(pooled, args.candidates)))
     bare_throughput = rows[0][2] or 1.0
-    print(f"per job: trivial program, {len(TESTS)} tests; throughput: {args.candidates} candidates × {len(TESTS)} tests, "
-          "concurrency 2")
+    print(
+        f"per job: trivial program, {len(TESTS)} tests; "
+        f"throughput: {args.candidates} candidates × {len(TESTS)} tests, concurrency 2"
+    )
     print(f"{'path':34} {'median ms/job':>14} {'throughput s':>13} {'× bare':>7}")
     for name, ms, seconds in rows:
         ratio = f"{seconds / bare_throughput:7.2f}" if seconds else "      -"

@@ -94,14 +94,18 @@ def exec_program(
     except OSError as exc:
         raise UserError(f"cannot read {exc.filename}: {exc.strerror}") from None
     except (json.JSONDecodeError, TypeError, ValidationError) as exc:
-        raise UserError(f"{tests}: expected a JSON list of {{input, output, testtype}} ({type(exc).__name__})") from None
+        shape = "a JSON list of {input, output, testtype}"
+        raise UserError(f"{tests}: expected {shape} ({type(exc).__name__})") from None
     if not cases:
         raise UserError(f"{tests} holds no tests: an empty suite proves nothing")
     with open_sandbox(sandbox) as box:
         report = box.run(source, cases, Limits(timeout_s=timeout, early_exit=early_exit), func_name=func_name)
     if as_json:
-        typer.echo(json.dumps({"backend": report.backend, "passed": report.passed,
-                               "tests": [t.model_dump() for t in report.tests]}))
+        typer.echo(
+            json.dumps(
+                {"backend": report.backend, "passed": report.passed, "tests": [t.model_dump() for t in report.tests]}
+            )
+        )
         return
     table = Table("test", "verdict", "seconds", "error", title=f"{program} on {report.backend}")
     for i, verdict in enumerate(report.tests):

@@ -27,22 +27,8 @@ def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
 
 def test_majority_run_end_to_end_on_the_fake_model(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    result = cli(
-        "run",
-        "--method",
-        "majority",
-        "--bench",
-        "arith",
-        "--limit",
-        "5",
-        "--n",
-        "4",
-        "--model",
-        "fake:echo",
-        "--out",
-        str(out),
-        "--quiet",
-    )
+    args = "run --method majority --bench arith --limit 5 --n 4 --model fake:echo --quiet".split()
+    result = cli(*args, "--out", str(out))
     assert result.returncode == 0, result.stderr
     config = json.loads((out / "config.json").read_text())
     assert config["run"]["method"] == "majority" and config["method"]["tie_policy"] == "earliest"
@@ -79,22 +65,10 @@ def test_single_greedy_is_one_call_per_problem(tmp_path: Path) -> None:
 def test_kill_9_then_resume_pays_for_no_sample_twice(tmp_path: Path) -> None:
     out = tmp_path / "run"
     args = [
-        "run",
-        "--method",
-        "majority",
-        "--bench",
-        "arith",
-        "--limit",
-        "24",
-        "--n",
-        "4",
-        "--concurrency",
-        "2",
+        *"run --method majority --bench arith --limit 24 --n 4 --concurrency 2 --quiet --out".split(),
+        str(out),
         "--model",
         "fake:echo,latency=0.04",
-        "--out",
-        str(out),
-        "--quiet",
     ]
     process = subprocess.Popen(
         [sys.executable, "-m", "testtime.cli", *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL

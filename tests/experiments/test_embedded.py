@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
-import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,34 +16,10 @@ pytestmark = [
 ]
 
 
-def test_majority_on_arith_with_the_embedded_model(tmp_path: Path) -> None:
+def test_majority_on_arith_with_the_embedded_model(tmp_path: Path, testtime_cli: Callable[..., Any]) -> None:
     out = tmp_path / "run"
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "testtime.cli",
-            "run",
-            "--method",
-            "majority",
-            "--bench",
-            "arith",
-            "--limit",
-            "3",
-            "--n",
-            "4",
-            "--max-tokens",
-            "24",
-            "--out",
-            str(out),
-            "--quiet",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        cwd=tmp_path,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
-    )
+    args = "run --method majority --bench arith --limit 3 --n 4 --max-tokens 24 --quiet --out".split()
+    result = testtime_cli(*args, str(out), cwd=tmp_path, env={"HF_HUB_OFFLINE": "1"}, timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "model calls" in result.stdout  # the final table went to stdout
     summary = json.loads((out / "summary.json").read_text())

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from testtime.core.cache import CompletionCache
 from testtime.core.ledger import Ledger
@@ -68,37 +67,19 @@ def test_persistent_outage_ends_as_an_error_record() -> None:
     assert completion.error is not None and "after 3 attempts" in completion.error
 
 
-def test_cli_run_through_litellm_never_writes_the_key(tmp_path: Path) -> None:
+def test_cli_run_through_litellm_never_writes_the_key(tmp_path: Path, testtime_cli: Callable[..., Any]) -> None:
     secret = "sk-test-" + "7" * 24
     with MockChatServer() as server:
-        result = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "testtime.cli",
-                "run",
-                "--method",
-                "majority",
-                "--bench",
-                "arith",
-                "--limit",
-                "3",
-                "--n",
-                "2",
-                "--model",
-                "litellm:openai/mock",
-                "--api-base",
-                server.url,
-                "--api-key-env",
-                "MY_KEY",
-                "--out",
-                str(tmp_path / "run"),
-                "--quiet",
-            ],
-            env={**os.environ, "MY_KEY": secret},
-            capture_output=True,
-            text=True,
-            timeout=120,
+        args = "run --method majority --bench arith --limit 3 --n 2 --quiet --model litellm:openai/mock".split()
+        result = testtime_cli(
+            *args,
+            "--api-base",
+            server.url,
+            "--api-key-env",
+            "MY_KEY",
+            "--out",
+            str(tmp_path / "run"),
+            env={"MY_KEY": secret},
         )
     assert result.returncode == 0, result.stderr
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())

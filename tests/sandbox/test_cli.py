@@ -23,17 +23,24 @@ def any_sandbox() -> str:
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "testtime.cli", "sandbox", *args], capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "testtime.cli", "sandbox", *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def test_exec_json_reports_each_verdict(tmp_path: Path, any_sandbox: str) -> None:
     program = tmp_path / "p.py"
     program.write_text("n = int(input())\nif n == 3:\n    while True: pass\nprint(n * 2)")
     tests = tmp_path / "t.json"
-    tests.write_text(json.dumps([{"input": "1", "output": "2", "testtype": "stdin"},
-                                 {"input": "2", "output": "5", "testtype": "stdin"},
-                                 {"input": "3", "output": "6", "testtype": "stdin"}]))
+    tests.write_text(
+        json.dumps(
+            [
+                {"input": "1", "output": "2", "testtype": "stdin"},
+                {"input": "2", "output": "5", "testtype": "stdin"},
+                {"input": "3", "output": "6", "testtype": "stdin"},
+            ]
+        )
+    )
     result = cli("exec", str(program), "--tests", str(tests), "--json", "--timeout", "1")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)

@@ -14,12 +14,12 @@ SOLUTIONS = {
     "abc387_a": "a, b = map(int, input().split())\nprint((a + b) ** 2)",
     "abc387_b": "x = int(input())\nprint(sum(i * j for i in range(1, 10) for j in range(1, 10) if i * j != x))",
     "abc388_b": "n, d = map(int, input().split())\nsnakes = [tuple(map(int, input().split())) for _ in range(n)]\n"
-                "for k in range(1, d + 1):\n    print(max(t * (l + k) for t, l in snakes))",
+    "for k in range(1, d + 1):\n    print(max(t * (l + k) for t, l in snakes))",
     "3708": "class Solution:\n    def zigzagTraversal(self, grid: List[List[int]]) -> List[int]:\n"
-            "        cells = []\n        for i, row in enumerate(grid):\n"
-            "            cells.extend(row if i % 2 == 0 else row[::-1])\n        return cells[::2]",
+    "        cells = []\n        for i, row in enumerate(grid):\n"
+    "            cells.extend(row if i % 2 == 0 else row[::-1])\n        return cells[::2]",
     "3731": "class Solution:\n    def subarraySum(self, nums: List[int]) -> int:\n"
-            "        return sum(sum(nums[max(0, i - x):i + 1]) for i, x in enumerate(nums))",
+    "        return sum(sum(nums[max(0, i - x):i + 1]) for i, x in enumerate(nums))",
 }
 # Seeded bugs and the verdict each must get on the problem's first public test.
 BUGS = {
@@ -60,11 +60,13 @@ def run(backend: Sandbox, program: str, inp: str, out: str) -> ExecutionReport:
 
 @pytest.mark.parametrize(
     ("printed", "expected", "verdict"),
-    [("1.50", "1.5", "pass"),  # exact Decimal equality per token
-     ("0.333333", "0.3333333333", "wrong_answer"),  # no tolerance, as the official grader
-     ("1 2\\n3", "1 2\n3\n", "pass"),  # trailing whitespace and newlines
-     ("1 2", "1 2\n3", "wrong_answer"),  # the line count must match
-     ("  7  ", "7", "pass")],
+    [
+        ("1.50", "1.5", "pass"),  # exact Decimal equality per token
+        ("0.333333", "0.3333333333", "wrong_answer"),  # no tolerance, as the official grader
+        ("1 2\\n3", "1 2\n3\n", "pass"),  # trailing whitespace and newlines
+        ("1 2", "1 2\n3", "wrong_answer"),  # the line count must match
+        ("  7  ", "7", "pass"),
+    ],
 )
 def test_output_comparison_follows_the_official_grader(
     backend: Sandbox, printed: str, expected: str, verdict: str
@@ -73,15 +75,18 @@ def test_output_comparison_follows_the_official_grader(
 
 
 def test_buffer_io_works_unlike_the_official_mock(backend: Sandbox) -> None:
-    program = ("import sys\nfirst = sys.stdin.buffer.readline()\nsecond = sys.stdin.buffer.readline()\n"
-               "sys.stdout.buffer.write(first.strip() + b' ' + second.strip())")
+    program = (
+        "import sys\nfirst = sys.stdin.buffer.readline()\nsecond = sys.stdin.buffer.readline()\n"
+        "sys.stdout.buffer.write(first.strip() + b' ' + second.strip())"
+    )
     assert run(backend, program, "a\nb\n", "a b").passed
 
 
 def test_functional_result_is_the_return_value_not_prints(backend: Sandbox) -> None:
     program = "class Solution:\n    def pair(self, a, b):\n        print('debug', a)\n        return (a, b)"
-    report = backend.run(program, [TestCase(input="1\n[2]", output="[1, [2]]", testtype="functional")],
-                         func_name="pair")
+    report = backend.run(
+        program, [TestCase(input="1\n[2]", output="[1, [2]]", testtype="functional")], func_name="pair"
+    )
     assert report.passed  # the tuple compares as a list
 
 
