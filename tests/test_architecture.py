@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import gc
+import types
 from pathlib import Path
 
 import pytest
@@ -42,11 +43,17 @@ def test_imports_point_down_the_table(package: str) -> None:
         assert not illegal, f"{path.relative_to(PACKAGE)} imports {sorted(illegal)}"
 
 
+# Code and global state are not data handed to a method: walking into them reaches sys.modules and with it
+# everything (the import rule above is what keeps methods away from benchmarks' modules).
+_NOT_DATA = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.CodeType)
+
+
 def _reachable(roots: list[object]) -> list[object]:
+    """Every object reachable from the roots through data (instances, containers, bound methods' selves)."""
     seen, stack, out = set(), list(roots), []
     while stack:
         obj = stack.pop()
-        if id(obj) in seen or isinstance(obj, type):
+        if id(obj) in seen or isinstance(obj, _NOT_DATA):
             continue
         seen.add(id(obj))
         out.append(obj)
@@ -78,3 +85,14 @@ def test_no_reference_is_reachable_from_what_a_method_receives(shared_data: Path
     reachable = _reachable([ctx, problems])
     assert any(o is problems[0] for o in reachable)  # the walk really covers what the method gets
     assert [o for o in reachable if isinstance(o, Reference)] == []
+
+
+def test_the_walk_would_catch_a_leak(shared_data: Path) -> None:
+    """The check above can fail: a reference smuggled onto the benchmark behind ctx.prompt is found."""
+    from testtime.experiments.config import RunConfig
+    from testtime.experiments.run import build_benchmark, load_problems
+
+    benchmark = build_benchmark(RunConfig(method="single", bench="aime24", model="fake:", data_dir=str(shared_data)))
+    problems, references = load_problems(benchmark, 2)
+    benchmark.leaked = {"cache": [references[problems[0].id]]}  # type: ignore[attr-defined]
+    assert any(isinstance(o, Reference) for o in _reachable([benchmark.prompt, problems]))

@@ -32,7 +32,7 @@ def _add_subcommands() -> None:
 @app.command()
 def run(
     method: Annotated[str, Opt(help="single | majority (see `testtime list`)")] = "majority",
-    bench: Annotated[str, Opt(help="aime24 | aime25 | amc23 | math500 | arith")] = "arith",
+    bench: Annotated[str, Opt(help="aime24 | aime25 | amc23 | math500 | arith | lcb-v6")] = "arith",
     model: Annotated[str, Opt(help="hf:<path|alias>, litellm:<provider/model>, vllm:<path>, fake:...")] = DEFAULT_MODEL,
     n: Annotated[int | None, Opt(help="samples per problem (majority default 8; single is always 1)")] = None,
     limit: Annotated[int | None, Opt(help="only the first N problems")] = None,
@@ -49,12 +49,13 @@ def run(
     method_opt: Annotated[list[str] | None, Opt("--method-opt", help="method option KEY=VALUE, repeatable")] = None,
     api_base: Annotated[str | None, Opt(help="OpenAI-compatible server URL for litellm: models")] = None,
     api_key_env: Annotated[str | None, Opt(help="env var holding the API key (never written to disk)")] = None,
+    sandbox: Annotated[str, Opt(help="code benchmarks: auto | docker | bwrap (never the bare host)")] = "auto",
     quiet: Annotated[bool, Opt(help="no progress bar")] = False,
 ) -> None:
     """Run a method on a benchmark; results, ledger, cache and summary go to a run directory."""
     from testtime.core.rundir import RunDir
     from testtime.experiments.config import RunConfig, parse_options
-    from testtime.experiments.display import console, results_console, summary_table
+    from testtime.experiments.display import console, results_console, summary_table, warnings_for
     from testtime.experiments.run import execute, start_run
 
     if resume and replay:
@@ -83,6 +84,7 @@ def run(
                 method_options=parse_options(method_opt or [], "--method-opt"),
                 api_base=api_base,
                 api_key_env=api_key_env,
+                sandbox=sandbox,
             )
         except ValueError as exc:
             raise UserError(
@@ -99,6 +101,8 @@ def run(
         )
         raise typer.Exit(130) from None
     results_console.print(summary_table(summary, f"{summary['method']} on {summary['bench']} · {summary['model']}"))
+    for line in warnings_for(summary):
+        console.print(f"[bold yellow]{line}[/bold yellow]")
     console.print(f"summary: {target.summary_path}")
 
 
@@ -120,7 +124,7 @@ def grade(
     out: Annotated[Path | None, Opt(help="also write the JSON summary to this file")] = None,
 ) -> None:
     """Grade predictions from any system with this project's grader."""
-    from testtime.experiments.display import console, results_console, summary_table
+    from testtime.experiments.display import console, results_console, summary_table, warnings_for
     from testtime.experiments.grading import grade_predictions
 
     report = grade_predictions(bench, predictions, data_dir, bench_opt or [])
@@ -130,6 +134,8 @@ def grade(
         typer.echo(json.dumps(report))
         return
     results_console.print(summary_table(report["summary"], f"{bench}: {predictions}"))
+    for line in warnings_for(report["summary"]):
+        console.print(f"[bold yellow]{line}[/bold yellow]")
     if report["missing"]:
         console.print(f"[yellow]{len(report['missing'])} problems of {bench} have no prediction[/yellow]")
 

@@ -178,3 +178,35 @@ def test_list_names_every_registered_thing() -> None:
     assert result.returncode == 0
     for name in ("majority", "single", "aime24", "math500", "arith", "litellm", "vllm", "hf:smollm2-135m"):
         assert name in result.stdout
+
+
+def test_grade_code_predictions_in_the_sandbox(tmp_path: Path, shared_data: Path) -> None:
+    from testtime.sandbox import SandboxError
+    from testtime.sandbox.choose import open_sandbox
+
+    try:
+        open_sandbox("auto").close()
+    except SandboxError as exc:
+        pytest.skip(f"no sandbox: {exc}")
+    predictions = tmp_path / "p.jsonl"
+    predictions.write_text(
+        "\n".join(
+            json.dumps(r)
+            for r in [
+                {
+                    "id": "abc387_a",
+                    "prediction": "```python\na, b = map(int, input().split())\nprint((a + b) ** 2)\n```",
+                },
+                {"id": "abc387_b", "prediction": "print(0)"},
+                {"id": "3731", "prediction": "I could not solve it."},
+            ]
+        )
+        + "\n"
+    )
+    result = cli(
+        "grade", "--bench", "lcb-v6", "--predictions", str(predictions), "--data-dir", str(shared_data), "--json"
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert [p["status"] for p in report["per_problem"]] == ["correct", "wrong_answer", "compile_error"]
+    assert report["summary"]["graded_on_public_tests_only"] == 3

@@ -33,3 +33,50 @@ def test_majority_on_arith_with_the_embedded_model(tmp_path: Path, testtime_cli:
     assert sum(c["answer"] is not None for r in records for c in r["candidates"]) >= 6
     assert all(c["completion_tokens"] <= 24 for r in records for c in r["candidates"])
     assert 0.0 <= summary["pass@1_avg"]["mean"] <= 1.0 and summary["model"] == "hf:smollm2-135m"
+
+
+def test_majority_on_lcb_with_the_embedded_model(
+    tmp_path: Path, shared_data: Path, testtime_cli: Callable[..., Any]
+) -> None:
+    """The 135M model will not solve these; the pipeline must sample, select in the sandbox and grade."""
+    from testtime.sandbox import SandboxError
+    from testtime.sandbox.choose import open_sandbox
+
+    try:
+        open_sandbox("auto").close()
+    except SandboxError as exc:
+        pytest.skip(f"no sandbox: {exc}")
+    out = tmp_path / "run"
+    args = "run --method majority --bench lcb-v6 --limit 3 --n 2 --max-tokens 96 --quiet --method-opt test_inputs=3"
+    result = testtime_cli(
+        *args.split(),
+        "--data-dir",
+        str(shared_data),
+        "--out",
+        str(out),
+        cwd=tmp_path,
+        env={"HF_HUB_OFFLINE": "1"},
+        timeout=1200,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "PUBLIC tests only" in result.stderr  # the development copy has no private tests: said loudly
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["problems"] == 3 and summary["complete"] and summary["graded_on_public_tests_only"] == 3
+    assert sum(summary["sample_status"].values()) == 6
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert all(
+        r["status"]
+        in (
+            "correct",
+            "no_code",
+            "compile_error",
+            "wrong_answer",
+            "runtime_error",
+            "time_limit",
+            "memory_limit",
+            "output_limit",
+        )
+        for r in records
+    )
+    # 2 solution samples per problem, plus one test-writing call where two programs differ
+    assert 6 <= summary["ledger"]["calls"] <= 9 and summary["ledger"]["errors"] == 0

@@ -16,12 +16,14 @@ from typing import Any
 from testtime.core.errors import UserError
 from testtime.core.records import Message, Problem, Record, Reference
 from testtime.core.registry import Registry
+from testtime.sandbox import Sandbox
 
 
 class Grade(Record):
     correct: bool
     answer: str | None  # the prediction as graded (extracted answer or program); None = no answer
-    status: str  # correct | wrong | no_answer (code adds wrong_answer, time_limit, ...)
+    # math: correct | wrong | no_answer; code: correct | no_code | compile_error | the first failing verdict
+    status: str
 
 
 class SealedReferences(Mapping[str, Reference]):
@@ -43,6 +45,8 @@ class SealedReferences(Mapping[str, Reference]):
 class Benchmark(ABC):
     name: str
     domain: str
+    needs_sandbox = False  # code benchmarks grade by running programs; the runner hands them a sandbox
+    sandbox: Sandbox | None = None
 
     @abstractmethod
     def load(self) -> tuple[list[Problem], SealedReferences]:
@@ -58,6 +62,9 @@ class Benchmark(ABC):
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name}
+
+    def close(self) -> None:  # noqa: B027 - optional hook; only benchmarks that grade in a sandbox hold anything
+        """Release what grading opened (a sandbox)."""
 
 
 BENCHMARKS: Registry[Benchmark] = Registry("benchmark")

@@ -6,6 +6,7 @@ prediction and every sample, so pass@1 (avg@k) and maj@k come from the same samp
 
 from __future__ import annotations
 
+from collections import Counter
 from statistics import mean
 from typing import Any
 
@@ -18,23 +19,26 @@ from testtime.core.records import Reference
 def score(benchmark: Benchmark, result: dict[str, Any], reference: Reference) -> dict[str, Any]:
     """Grade fields to merge into a results.jsonl record."""
     grade = benchmark.grade(result.get("prediction"), reference)
-    candidates = result.get("candidates", [])
-    answers = [c.get("answer") for c in candidates]
-    sample_correct = [benchmark.grade(a, reference).correct if a is not None else False for a in answers]
-    cluster_of = [-1] * len(answers)
-    cluster_correct = []
-    for cid, members in enumerate(cluster_answers(answers)):
-        for i in members:
-            cluster_of[i] = cid
-        cluster_correct.append(sample_correct[members[0]])
-    return {
+    answers = [c.get("answer") for c in result.get("candidates", [])]
+    missing = "no_code" if benchmark.domain == "code" else "no_answer"
+    grades = [benchmark.grade(a, reference) if a is not None else None for a in answers]
+    fields: dict[str, Any] = {
         "correct": grade.correct,
         "graded_answer": grade.answer,
         "status": grade.status,
-        "sample_correct": sample_correct,
-        "cluster_of": cluster_of,
-        "cluster_correct": cluster_correct,
+        "sample_correct": [bool(g and g.correct) for g in grades],
+        "sample_status": [g.status if g else missing for g in grades],
     }
+    if reference.metadata.get("public_only"):
+        fields["public_only"] = True
+    if benchmark.domain == "math":  # maj@k needs answer equivalence; programs have none
+        cluster_of, cluster_correct = [-1] * len(answers), []
+        for cid, members in enumerate(cluster_answers(answers)):
+            for i in members:
+                cluster_of[i] = cid
+            cluster_correct.append(fields["sample_correct"][members[0]])
+        fields.update(cluster_of=cluster_of, cluster_correct=cluster_correct)
+    return fields
 
 
 def _with_ci(values: list[float], seed: int) -> dict[str, float]:
@@ -55,20 +59,25 @@ def summarize(records: list[dict[str, Any]], ledger: dict[str, Any], seed: int =
     with_samples = [r for r in records if r.get("sample_correct")]
     if with_samples:
         summary["pass@1_avg"] = _with_ci([mean(r["sample_correct"]) for r in with_samples], seed)
-        summary["maj@k"] = (
-            {
-                str(k): _with_ci(
-                    [maj_at_k(r["cluster_of"], r["cluster_correct"], k, seed) for r in with_samples], seed
-                )["mean"]
+        if n_min and all("cluster_of" in r for r in with_samples):
+            summary["maj@k"] = {
+                str(k): mean(maj_at_k(r["cluster_of"], r["cluster_correct"], k, seed) for r in with_samples)
                 for k in powers_of_two_upto(n_min)
             }
-            if n_min
-            else {}
-        )
     if samples:
         summary["no_answer_rate"] = mean(c.get("answer") is None and not c.get("error") for c in samples)
         summary["truncation_rate"] = mean(c.get("finish_reason") == "length" for c in samples)
         summary["error_rate"] = mean(bool(c.get("error")) for c in samples)
+    summary["prediction_status"] = dict(Counter(r.get("status", "") for r in records))
+    if any("sample_status" in r for r in records):
+        summary["sample_status"] = dict(Counter(s for r in records for s in r.get("sample_status", [])))
+    public_only = sum(bool(r.get("public_only")) for r in records)
+    if public_only:
+        # Loud on purpose: selectors may have seen these very tests, so scores are optimistic.
+        summary["graded_on_public_tests_only"] = public_only
+    errata = [r["problem_id"] for r in records if r.get("erratum")]
+    if errata:
+        summary["errata_problems"] = errata
     summary["ledger"] = ledger
     summary["calls_per_problem"] = (ledger.get("calls", 0) + ledger.get("cache_hits", 0)) / max(problems, 1)
     return summary

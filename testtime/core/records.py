@@ -35,10 +35,12 @@ class Record(BaseModel):
 
 
 class TestCase(Record):
+    """One test. `output` is None for a generated input whose expected output nobody knows."""
+
     __test__ = False  # a record, not a pytest test class
 
     input: str
-    output: str
+    output: str | None
     testtype: Literal["stdin", "functional"] = "stdin"
 
 
@@ -66,7 +68,8 @@ class Reference(Record):
 
     problem_id: str
     answer: str | None = None
-    hidden_tests: tuple[TestCase, ...] = ()
+    hidden_tests: tuple[TestCase, ...] = ()  # code: the full evaluation suite (public + private tests)
+    metadata: dict[str, Any] = {}  # grading notes, e.g. {"public_only": True} when private tests are missing
 
 
 class Message(Record):

@@ -31,6 +31,7 @@ class RunConfig(BaseModel):
     method_options: dict[str, str] = {}
     api_base: str | None = None
     api_key_env: str | None = None
+    sandbox: str = "auto"
 
     @classmethod
     def from_saved(cls, saved: dict[str, Any], source: str) -> RunConfig:

@@ -79,6 +79,11 @@ def summary_table(summary: dict[str, Any], title: str) -> Table:
     for rate in ("no_answer_rate", "truncation_rate", "error_rate"):
         if rate in summary:
             table.add_row(rate.replace("_", " "), f"{summary[rate]:.3f}")
+    for key, label in (("prediction_status", "predictions by status"), ("sample_status", "samples by status")):
+        if summary.get(key):
+            table.add_row(label, ", ".join(f"{k} {v}" for k, v in sorted(summary[key].items())))
+    if summary.get("errata_problems"):
+        table.add_row("on the upstream errata list", ", ".join(summary["errata_problems"]))
     ledger = summary.get("ledger", {})
     if ledger:
         table.add_row("model calls (paid / cached)", f"{ledger['calls']} / {ledger['cache_hits']}")
@@ -87,3 +92,15 @@ def summary_table(summary: dict[str, Any], title: str) -> Table:
     if "wall_s" in summary:
         table.add_row("wall time", f"{summary['wall_s']:.1f} s")
     return table
+
+
+def warnings_for(summary: dict[str, Any]) -> list[str]:
+    """Lines a reader must not miss under the table."""
+    lines = []
+    if summary.get("graded_on_public_tests_only"):
+        lines.append(
+            f"WARNING: {summary['graded_on_public_tests_only']} problems were graded on their PUBLIC tests "
+            "only (no private tests in the data). Selectors may have used those same tests: these scores "
+            "are optimistic and not comparable with official LiveCodeBench numbers."
+        )
+    return lines

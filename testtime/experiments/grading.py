@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from testtime.benchmarks.base import read_jsonl
+from testtime.benchmarks.base import Benchmark, read_jsonl
 from testtime.benchmarks.scoring import score, summarize
 from testtime.core.errors import UserError
 from testtime.experiments.config import RunConfig, parse_options
@@ -21,6 +21,13 @@ def grade_predictions(bench: str, predictions: Path, data_dir: str | None, bench
         bench_options=parse_options(bench_opt, "--bench-opt"),
     )
     benchmark = build_benchmark(config)
+    try:
+        return _grade(benchmark, bench, predictions)
+    finally:
+        benchmark.close()
+
+
+def _grade(benchmark: Benchmark, bench: str, predictions: Path) -> dict[str, Any]:
     problems, references = benchmark.load()
     rows = read_jsonl(predictions, ("id",))
     seen: set[str] = set()

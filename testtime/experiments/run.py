@@ -26,6 +26,8 @@ from testtime.experiments.config import RunConfig, versions
 from testtime.experiments.display import RunProgress
 from testtime.methods import METHODS, Method, MethodContext, load_methods
 from testtime.models import resolve_model
+from testtime.sandbox import Sandbox
+from testtime.sandbox.choose import CHOICES, open_sandbox
 
 
 def _build(kind: str, factory: Any, name: str, options: dict[str, Any]) -> Any:
@@ -60,6 +62,7 @@ class RunParts:
     model: LanguageModel | None  # None in replay: only the cache answers
     problems: list[Problem]
     references: SealedReferences
+    sandbox: Sandbox | None = None  # code benchmarks: grading and execution-based selection run here
 
 
 def build_parts(config: RunConfig, replay: bool = False) -> RunParts:
@@ -71,7 +74,13 @@ def build_parts(config: RunConfig, replay: bool = False) -> RunParts:
         model = resolve_model(
             config.model, api_base=config.api_base, api_key_env=config.api_key_env, max_batch=config.concurrency
         )
-    return RunParts(benchmark, method, model, problems, references)
+    sandbox = None
+    if benchmark.needs_sandbox:
+        if config.sandbox not in CHOICES:
+            raise UserError(f"--sandbox must be one of {', '.join(CHOICES)}, not '{config.sandbox}'")
+        sandbox = open_sandbox(config.sandbox)
+        benchmark.sandbox = sandbox
+    return RunParts(benchmark, method, model, problems, references, sandbox)
 
 
 def start_run(config: RunConfig, out: Path | None, runs_root: Path = Path("runs")) -> tuple[RunDir, RunParts]:
@@ -109,7 +118,9 @@ def execute(
     params = SamplingParams(
         temperature=config.temperature, top_p=config.top_p, max_tokens=config.max_tokens, seed=config.seed
     )
-    ctx = MethodContext(engine=engine, params=params, prompt=benchmark.prompt, n=config.n, seed=config.seed)
+    ctx = MethodContext(
+        engine=engine, params=params, prompt=benchmark.prompt, n=config.n, seed=config.seed, sandbox=parts.sandbox
+    )
     started = time.perf_counter()
     try:
         with RunProgress(len(problems), len(done), ledger.totals, enabled=progress) as bar:
@@ -117,6 +128,7 @@ def execute(
     finally:
         ledger.close()
         cache.close()
+        benchmark.close()
     records = run.read_results()
     summary = summarize(records, ledger.totals.as_dict(), seed=config.seed)
     summary.update(
@@ -146,7 +158,8 @@ async def _solve(
     try:
         async for result in method.stream(todo, ctx):
             record = result.model_dump(mode="json")
-            record.update(score(benchmark, record, references[result.problem_id]))
+            # Grading may run programs in the sandbox: off the event loop, so sampling carries on meanwhile.
+            record.update(await asyncio.to_thread(score, benchmark, record, references[result.problem_id]))
             run.append_result(record)
             bar.advance()
     finally:

@@ -16,9 +16,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from testtime.core.answers import extract_answer
+from testtime.core.programs import extract_program
 from testtime.core.records import Candidate, Completion, Message, Problem, SamplingParams, Selection
 from testtime.core.registry import Registry
 from testtime.core.rollout import RolloutEngine
+from testtime.sandbox import Sandbox
 
 
 @dataclass
@@ -29,6 +31,7 @@ class MethodContext:
     n: int | None = None  # samples per problem; None = the method's default
     seed: int = 0
     problem_concurrency: int = 256
+    sandbox: Sandbox | None = None  # code problems: where candidates and generated tests run
 
 
 class ProblemResult(BaseModel):
@@ -45,12 +48,14 @@ class MethodResult(BaseModel):
     results: list[ProblemResult]
 
 
-def math_candidates(completions: Sequence[Completion]) -> list[Candidate]:
+def make_candidates(problem: Problem, completions: Sequence[Completion]) -> list[Candidate]:
+    """Completions as candidates: the extracted answer (math) or program (code); None when there is none."""
+    extract = extract_program if problem.domain == "code" else extract_answer
     return [
         Candidate(
             index=i,
             text=c.text,
-            answer=None if c.error else extract_answer(c.text),
+            answer=None if c.error else extract(c.text),
             finish_reason=c.finish_reason,
             error=c.error,
             completion_tokens=c.usage.completion_tokens,

@@ -177,7 +177,7 @@ def _lines_match(actual, expected):
     return True
 
 
-def _digest(text):
+def output_digest(text):
     normal = "\n".join(line.strip() for line in text.strip().split("\n"))
     return hashlib.sha256(normal.encode()).hexdigest()[:16]
 
@@ -322,7 +322,7 @@ def _entry(verdict, seconds, error, compile_error, output):
         "error": error,
         "compile_error": compile_error,
         "output": output[:OUTPUT_PREVIEW],
-        "output_digest": _digest(output),
+        "output_digest": output_digest(output),
     }
 
 

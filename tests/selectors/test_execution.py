@@ -1,0 +1,154 @@
+"""The execution selector on real programs in the sandbox, with a scripted model writing test inputs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator, Sequence
+
+import pytest
+
+from testtime.core.cache import CompletionCache
+from testtime.core.ledger import Ledger
+from testtime.core.records import Candidate, Message, Problem, SamplingParams, Selection, TestCase
+from testtime.core.rollout import RolloutEngine
+from testtime.models.fake import FakeModel
+from testtime.sandbox import Sandbox, SandboxError
+from testtime.sandbox.choose import open_sandbox
+from testtime.selectors.execution import ExecutionSelector, parse_generated
+
+CORRECT = "print(sum(map(int, input().strip())))"
+CORRECT_TOO = "digits = input().strip()\ntotal = 0\nfor d in digits:\n    total += int(d)\nprint(total)"
+WRONG = "print(int(input()) % 9)"  # right whenever the digit sum is below 9
+SLOW = "import time\ntime.sleep(30)\nprint(0)"
+CRASHING = "n = int(input())\nassert n < 50\nprint(sum(map(int, str(n))))"
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> Iterator[Sandbox]:
+    try:
+        box = open_sandbox("auto")
+    except SandboxError as exc:
+        pytest.skip(f"no sandbox: {exc}")
+    with box:
+        yield box
+
+
+def problem(*public: tuple[str, str]) -> Problem:
+    return Problem(
+        id="digits",
+        domain="code",
+        statement="Print the sum of the decimal digits of N.",
+        public_tests=tuple(TestCase(input=i, output=o) for i, o in public),
+    )
+
+
+def select(
+    sandbox: Sandbox,
+    programs: Sequence[str | None],
+    model_says: object,
+    public: Sequence[tuple[str, str]] = (),
+    **options: object,
+) -> tuple[Selection, Ledger]:
+    text = model_says if isinstance(model_says, str) else json.dumps(model_says)
+    ledger = Ledger()
+    engine = RolloutEngine(
+        FakeModel(lambda messages, params: text), model_name="fake:", cache=CompletionCache(None), ledger=ledger
+    )
+    candidates = [Candidate(index=i, text="", answer=p) for i, p in enumerate(programs)]
+    context = {"seed": 0, "engine": engine, "params": SamplingParams(), "sandbox": sandbox}
+    selector = ExecutionSelector(timeout_s=0.5, **options)  # type: ignore[arg-type]
+    return asyncio.run(selector.aselect(problem(*public), candidates, context)), ledger
+
+
+def test_public_examples_decide_first(sandbox: Sandbox) -> None:
+    selection, _ = select(sandbox, [WRONG, CORRECT], [], public=[("99", "18")])
+    assert selection.index == 1 and not selection.tie
+
+
+def test_agreement_on_generated_inputs_picks_the_larger_cluster(sandbox: Sandbox) -> None:
+    selection, ledger = select(sandbox, [WRONG, CORRECT, CORRECT_TOO], ["99", "1234", "7"])
+    assert selection.index == 1 and selection.cluster_sizes == (2, 1)
+    assert ledger.totals.calls == 1  # the test-writing call is in the ledger
+
+
+def test_an_honest_tie_is_reported(sandbox: Sandbox) -> None:
+    selection, _ = select(sandbox, [WRONG, CORRECT], ["99", "48"])
+    assert selection.tie and selection.index == 0
+    assert selection.evidence["tied_candidates"] == [0, 1]
+
+
+def test_slow_and_crashing_candidates_lose(sandbox: Sandbox) -> None:
+    selection, _ = select(sandbox, [SLOW, CRASHING, CORRECT], ["99", "12"], public=[("5", "5")])
+    assert selection.index == 2
+    verdicts = {row["index"]: [t["verdict"] for t in row["tests"]] for row in selection.evidence["report"]}
+    assert verdicts[0] == ["time_limit"] * 3 and "runtime_error" in verdicts[1]
+
+
+def test_generated_suites_are_checked(sandbox: Sandbox) -> None:
+    # "5" repeats a public input, "12" appears twice, "abc" crashes everyone, "3" every candidate answers alike.
+    selection, _ = select(sandbox, [WRONG, CORRECT], ["5", "12", "12", "abc", "3", "99"], public=[("5", "5")])
+    suite = selection.evidence["suite"]
+    assert (suite["parsed"], suite["duplicates"], suite["invalid"], suite["non_discriminating"]) == (6, 2, 1, 2)
+    assert suite["kept"] == 1  # only "99" separates the two programs
+
+
+def test_malformed_test_json_still_selects_on_public_examples(sandbox: Sandbox) -> None:
+    selection, _ = select(sandbox, [WRONG, CORRECT], "sure! here are tests: [1, 2", public=[("99", "18")])
+    assert selection.evidence["suite"]["parsed"] == 0 and selection.index == 1
+
+
+def test_an_empty_suite_is_said_so(sandbox: Sandbox) -> None:
+    selection, _ = select(sandbox, [CORRECT, CORRECT_TOO], [])
+    assert selection.evidence["empty_suite"] is True
+
+
+def test_no_code_means_no_selection(sandbox: Sandbox) -> None:
+    selection, _ = select(sandbox, [None, None], ["1"])
+    assert selection.index is None and selection.answer is None
+
+
+def test_predicted_outputs_break_ties(sandbox: Sandbox) -> None:
+    tests = [{"input": "99", "output": "18"}, {"input": "48", "output": "12"}]
+    selection, _ = select(sandbox, [WRONG, CORRECT], tests, predicted_outputs=True)
+    assert selection.index == 1 and not selection.tie
+    assert selection.evidence["candidates"][1]["predicted_agreement"] == 2
+
+
+@pytest.mark.parametrize(
+    ("text", "with_outputs", "expected"),
+    [
+        ('["1", "2"]', False, [("1", None), ("2", None)]),
+        ("```json\n[[1, 2], 3]\n```", False, [("[1, 2]", None), ("3", None)]),
+        ('[{"input": "1", "output": "2"}]', True, [("1", "2")]),
+        ("no json", False, []),
+        ('{"a": 1}', False, []),
+    ],
+)
+def test_parse_generated(text: str, with_outputs: bool, expected: list[tuple[str, str | None]]) -> None:
+    assert parse_generated(text, with_outputs) == expected
+
+
+def test_the_prompt_names_the_input_format() -> None:
+    seen: list[str] = []
+
+    def capture(messages: Sequence[Message], params: SamplingParams) -> str:
+        seen.append(messages[-1].content)
+        return "[]"
+
+    engine = RolloutEngine(FakeModel(capture), model_name="fake:", cache=CompletionCache(None), ledger=Ledger())
+    leetcode = Problem(id="f", domain="code", statement="Add.", metadata={"func_name": "add"})
+    candidates = [
+        Candidate(index=0, text="", answer="class Solution:\n    def add(self, a, b): return a+b"),
+        Candidate(index=1, text="", answer="class Solution:\n    def add(self, a, b): return a-b"),
+    ]
+
+    class NoRun:
+        async def arun(self, *args: object) -> object:
+            from testtime.sandbox import ExecutionReport
+
+            return ExecutionReport(backend="none", tests=[])
+
+    context = {"engine": engine, "params": SamplingParams(), "sandbox": NoRun()}
+    asyncio.run(ExecutionSelector(n_inputs=3).aselect(leetcode, candidates, context))
+    assert "one JSON value per line" in seen[0] and "`add`" in seen[0] and "3 test inputs" in seen[0]
