@@ -22,6 +22,17 @@ app = typer.Typer(
 
 Opt = typer.Option
 
+# LiveCodeBench selection flags (shorthands for --bench-opt KEY=VALUE)
+Release = Annotated[str | None, Opt(help="lcb: release_v6 (cumulative), v6 (slice), vA_vB")]
+StartDate = Annotated[str | None, Opt(help="lcb: first contest date, YYYY-MM-DD, inclusive")]
+EndDate = Annotated[str | None, Opt(help="lcb: last contest date, YYYY-MM-DD, inclusive")]
+Difficulty = Annotated[str | None, Opt(help="lcb: easy | medium | hard")]
+Platform = Annotated[str | None, Opt(help="lcb: atcoder | leetcode | codeforces")]
+
+
+def _bench_options(pairs: list[str] | None, **flags: str | None) -> list[str]:
+    return [*(pairs or []), *(f"{key}={value}" for key, value in flags.items() if value is not None)]
+
 
 def _add_subcommands() -> None:
     from testtime.cli_sandbox import sandbox_app
@@ -50,6 +61,11 @@ def run(
     api_base: Annotated[str | None, Opt(help="OpenAI-compatible server URL for litellm: models")] = None,
     api_key_env: Annotated[str | None, Opt(help="env var holding the API key (never written to disk)")] = None,
     sandbox: Annotated[str, Opt(help="code benchmarks: auto | docker | bwrap (never the bare host)")] = "auto",
+    release: Release = None,
+    start_date: StartDate = None,
+    end_date: EndDate = None,
+    difficulty: Difficulty = None,
+    platform: Platform = None,
     quiet: Annotated[bool, Opt(help="no progress bar")] = False,
 ) -> None:
     """Run a method on a benchmark; results, ledger, cache and summary go to a run directory."""
@@ -80,7 +96,17 @@ def run(
                 max_tokens=max_tokens,
                 concurrency=concurrency,
                 data_dir=data_dir,
-                bench_options=parse_options(bench_opt or [], "--bench-opt"),
+                bench_options=parse_options(
+                    _bench_options(
+                        bench_opt,
+                        release=release,
+                        start_date=start_date,
+                        end_date=end_date,
+                        difficulty=difficulty,
+                        platform=platform,
+                    ),
+                    "--bench-opt",
+                ),
                 method_options=parse_options(method_opt or [], "--method-opt"),
                 api_base=api_base,
                 api_key_env=api_key_env,
@@ -91,19 +117,20 @@ def run(
                 str(exc).splitlines()[-1] if "validation error" not in str(exc) else _first_validation_error(exc)
             ) from None
         (target, parts), replay_of = start_run(config, out), None
-    console.print(f"run directory: [bold]{target.path}[/bold]")
+    console.print(f"run directory: [bold]{target.path}[/bold]", soft_wrap=True)
     try:
         summary = execute(target, parts=parts, replay_of=replay_of, progress=not quiet and sys.stderr.isatty())
     except KeyboardInterrupt:
         console.print(
             f"[yellow]interrupted.[/yellow] Finished problems are saved; continue with:\n"
-            f"  testtime run --resume {target.path}"
+            f"  testtime run --resume {target.path}",
+            soft_wrap=True,  # a wrapped command cannot be pasted
         )
         raise typer.Exit(130) from None
     results_console.print(summary_table(summary, f"{summary['method']} on {summary['bench']} · {summary['model']}"))
     for line in warnings_for(summary):
         console.print(f"[bold yellow]{line}[/bold yellow]")
-    console.print(f"summary: {target.summary_path}")
+    console.print(f"summary: {target.summary_path}", soft_wrap=True)
 
 
 def _first_validation_error(exc: Exception) -> str:
@@ -122,12 +149,20 @@ def grade(
     bench_opt: Annotated[list[str] | None, Opt("--bench-opt", help="benchmark option KEY=VALUE")] = None,
     as_json: Annotated[bool, Opt("--json", help="print one JSON object")] = False,
     out: Annotated[Path | None, Opt(help="also write the JSON summary to this file")] = None,
+    release: Release = None,
+    start_date: StartDate = None,
+    end_date: EndDate = None,
+    difficulty: Difficulty = None,
+    platform: Platform = None,
 ) -> None:
     """Grade predictions from any system with this project's grader."""
     from testtime.experiments.display import console, results_console, summary_table, warnings_for
     from testtime.experiments.grading import grade_predictions
 
-    report = grade_predictions(bench, predictions, data_dir, bench_opt or [])
+    options = _bench_options(
+        bench_opt, release=release, start_date=start_date, end_date=end_date, difficulty=difficulty, platform=platform
+    )
+    report = grade_predictions(bench, predictions, data_dir, options)
     if out is not None:
         out.write_text(json.dumps(report, indent=2) + "\n")
     if as_json:

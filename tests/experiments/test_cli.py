@@ -210,3 +210,32 @@ def test_grade_code_predictions_in_the_sandbox(tmp_path: Path, shared_data: Path
     report = json.loads(result.stdout)
     assert [p["status"] for p in report["per_problem"]] == ["correct", "wrong_answer", "compile_error"]
     assert report["summary"]["graded_on_public_tests_only"] == 3
+
+
+def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    args = [
+        *"run --method majority --bench arith --limit 20 --n 4 --concurrency 2 --quiet --out".split(),
+        str(out),
+        "--model",
+        "fake:echo,latency=0.05",
+    ]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "testtime.cli", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=SCRATCH,
+    )
+    deadline = time.time() + 60
+    results = out / "results.jsonl"
+    while time.time() < deadline and not (results.exists() and results.read_text().strip()):
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130
+    assert f"--resume {out}" in stderr and "Traceback" not in stderr
+    finished = len((out / "results.jsonl").read_text().splitlines())
+    assert 0 < finished < 20
+    assert cli("run", "--resume", str(out), "--quiet").returncode == 0
+    assert len((out / "results.jsonl").read_text().splitlines()) == 20
