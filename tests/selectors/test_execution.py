@@ -70,6 +70,7 @@ def test_agreement_on_generated_inputs_picks_the_larger_cluster(sandbox: Sandbox
     selection, ledger = select(sandbox, [WRONG, CORRECT, CORRECT_TOO], ["99", "1234", "7"])
     assert selection.index == 1 and selection.cluster_sizes == (2, 1)
     assert ledger.totals.calls == 1  # the test-writing call is in the ledger
+    assert ledger.totals.sandbox_seconds > 0  # and so is the time the candidates ran
 
 
 def test_an_honest_tie_is_reported(sandbox: Sandbox) -> None:

@@ -89,6 +89,8 @@ def summary_table(summary: dict[str, Any], title: str) -> Table:
         table.add_row("model calls (paid / cached)", f"{ledger['calls']} / {ledger['cache_hits']}")
         table.add_row("tokens (prompt + completion)", f"{ledger['prompt_tokens']:,} + {ledger['completion_tokens']:,}")
         table.add_row("cost", f"${ledger['cost_usd']:.4f}" + ("" if ledger["cost_known"] else " (some prices unknown)"))
+        if ledger.get("sandbox_seconds"):
+            table.add_row("sandbox seconds (selection)", f"{ledger['sandbox_seconds']:.1f}")
     if "wall_s" in summary:
         table.add_row("wall time", f"{summary['wall_s']:.1f} s")
     return table

@@ -9,6 +9,7 @@ fails, not retryable). Append `,latency=<seconds>` to any of them to simulate a 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -73,7 +74,7 @@ def _from_file(path: str) -> Script:
         raise UserError(f"fake:file: cannot read a JSON list of responses from {path}: {exc}") from None
     if not isinstance(responses, list) or not responses or not all(isinstance(r, str) for r in responses):
         raise UserError(f"fake:file: {path} must hold a non-empty JSON list of strings")
-    counter = iter(range(10**12))
+    counter = itertools.count()
     return lambda messages, params: responses[next(counter) % len(responses)]
 
 

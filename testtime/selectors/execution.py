@@ -22,6 +22,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from testtime.core.ledger import LedgerEntry
 from testtime.core.records import Candidate, Message, Problem, SamplingParams, Selection, TestCase
 from testtime.sandbox import ExecutionReport, Limits
 from testtime.sandbox.harness import output_digest
@@ -79,6 +80,11 @@ class ExecutionSelector(Selector):
         reports: list[ExecutionReport] = list(
             await asyncio.gather(*(sandbox.arun(c.answer, tests, self.limits, func_name) for c in runnable))
         )
+        if "engine" in context:  # sandbox time is compute too: it goes in the same ledger as the model calls
+            for report in reports:
+                context["engine"].ledger.record(
+                    LedgerEntry(kind="sandbox", problem_id=problem.id, purpose="selection", seconds=report.seconds)
+                )
         return self._choose(runnable, reports, len(public), generated, suite, rule)
 
     async def _generate(
