@@ -1,7 +1,8 @@
 """Rollout-engine overhead: 1,000 calls at concurrency 64 against 200 ms of injected latency.
 
 Two rows, run side by side: the engine with the fake backend (pure engine cost: cache, ledger, retries,
-semaphore) and the engine through litellm against a real local HTTP server (adds the client stack).
+semaphore) and the engine through litellm against a real local HTTP server (adds the client stack). The
+server runs in its own process, so its threads neither share this process's GIL nor count in its CPU time.
 Ideal wall time = calls × latency / concurrency. Goal: ≤ 1.3× ideal, < 1 ms engine overhead per call.
 
     .venv/bin/python perf/orchestration.py [--calls 1000] [--concurrency 64] [--latency 0.2]
@@ -11,6 +12,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -21,7 +24,6 @@ from testtime.core.records import Message, SamplingParams
 from testtime.core.rollout import RolloutEngine
 from testtime.models import resolve_model
 from testtime.models.fake import FakeModel
-from testtime.models.mock_server import MockChatServer
 
 
 def run_engine(model: object, calls: int, concurrency: int, folder: Path) -> tuple[float, float]:
@@ -51,15 +53,20 @@ def main() -> None:
     args = parser.parse_args()
     ideal = args.calls * args.latency / args.concurrency
     rows = []
-    with tempfile.TemporaryDirectory() as tmp, MockChatServer(latency_s=args.latency) as server:
+    server = subprocess.Popen([sys.executable, "-m", "testtime.models.mock_server", "--latency", str(args.latency)],
+                              stdout=subprocess.PIPE, text=True)
+    assert server.stdout is not None
+    url = server.stdout.readline().strip()
+    with tempfile.TemporaryDirectory() as tmp:
         fake = FakeModel(latency_s=args.latency)
         (Path(tmp) / "fake").mkdir()
         wall, cpu = run_engine(fake, args.calls, args.concurrency, Path(tmp) / "fake")
         rows.append(("engine + fake backend", wall, cpu))
-        api = resolve_model("litellm:openai/mock", api_base=server.url)
+        api = resolve_model("litellm:openai/mock", api_base=url)
         (Path(tmp) / "api").mkdir()
         wall, cpu = run_engine(api, args.calls, args.concurrency, Path(tmp) / "api")
         rows.append(("engine + litellm + local HTTP server", wall, cpu))
+    server.kill()
     print(
         f"{args.calls} calls, concurrency {args.concurrency}, latency {args.latency * 1000:.0f} ms; "
         f"ideal wall {ideal:.2f} s"

@@ -115,3 +115,19 @@ class MockChatServer:
                 )
 
         return Handler
+
+
+def main() -> None:
+    """`python -m testtime.models.mock_server --latency 0.2`: serve until killed; prints the URL first."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description="A scripted OpenAI-compatible chat server on 127.0.0.1.")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds before each answer")
+    args = parser.parse_args()
+    with MockChatServer(latency_s=args.latency) as server:
+        print(server.url, flush=True)
+        threading.Event().wait()
+
+
+if __name__ == "__main__":
+    main()
