@@ -153,3 +153,19 @@ def test_the_prompt_names_the_input_format() -> None:
     context = {"engine": engine, "params": SamplingParams(), "sandbox": NoRun()}
     asyncio.run(ExecutionSelector(n_inputs=3).aselect(leetcode, candidates, context))
     assert "one JSON value per line" in seen[0] and "`add`" in seen[0] and "3 test inputs" in seen[0]
+
+
+def test_identical_programs_run_once_and_still_count_as_agreement(sandbox: Sandbox) -> None:
+    class Counting:
+        def __init__(self) -> None:
+            self.programs: list[str] = []
+
+        async def arun(self, program: str, *args: object) -> object:
+            self.programs.append(program)
+            return await sandbox.arun(program, *args)  # type: ignore[arg-type]
+
+    counting = Counting()
+    selection, _ = select(counting, [WRONG, CORRECT, CORRECT], ["99", "48"])  # type: ignore[arg-type]
+    assert sorted(counting.programs) == sorted([WRONG, CORRECT])
+    assert selection.index == 1 and selection.cluster_sizes == (2, 1)
+    assert len(selection.evidence["report"]) == 3

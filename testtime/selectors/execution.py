@@ -77,14 +77,15 @@ class ExecutionSelector(Selector):
         public = list(problem.public_tests)
         tests = public + [TestCase(input=i, output=None, testtype=testtype) for i, _ in generated]
         sandbox = context["sandbox"]
-        reports: list[ExecutionReport] = list(
-            await asyncio.gather(*(sandbox.arun(c.answer, tests, self.limits, func_name) for c in runnable))
-        )
+        programs = list(dict.fromkeys(c.answer for c in runnable if c.answer))  # identical samples run once
+        runs = await asyncio.gather(*(sandbox.arun(p, tests, self.limits, func_name) for p in programs))
         if "engine" in context:  # sandbox time is compute too: it goes in the same ledger as the model calls
-            for report in reports:
+            for report in runs:
                 context["engine"].ledger.record(
                     LedgerEntry(kind="sandbox", problem_id=problem.id, purpose="selection", seconds=report.seconds)
                 )
+        by_program: dict[str, ExecutionReport] = dict(zip(programs, runs, strict=True))
+        reports = [by_program[c.answer] for c in runnable if c.answer]
         return self._choose(runnable, reports, len(public), generated, suite, rule)
 
     async def _generate(
@@ -95,7 +96,8 @@ class ExecutionSelector(Selector):
             return [], suite  # nothing to discriminate, or no model to ask
         template = prompts.TEST_CASES if self.predicted_outputs else prompts.TEST_INPUTS
         input_format = prompts.FUNCTIONAL_FORMAT.format(func_name=func_name) if func_name else prompts.STDIN_FORMAT
-        programs = "\n\n".join(f"```python\n{c.answer[:PROGRAM_PREVIEW]}\n```" for c in runnable[:4])
+        distinct = list(dict.fromkeys(c.answer for c in runnable if c.answer))[:4]
+        programs = "\n\n".join(f"```python\n{program[:PROGRAM_PREVIEW]}\n```" for program in distinct)
         message = template.format(
             statement=problem.statement, programs=programs, count=self.n_inputs, input_format=input_format
         )
