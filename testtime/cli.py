@@ -30,7 +30,8 @@ Difficulty = Annotated[str | None, Opt(help="lcb: easy | medium | hard")]
 Platform = Annotated[str | None, Opt(help="lcb: atcoder | leetcode | codeforces")]
 
 
-def _bench_options(pairs: list[str] | None, **flags: str | None) -> list[str]:
+def _with_flags(pairs: list[str] | None, **flags: object) -> list[str]:
+    """KEY=VALUE pairs from --bench-opt/--method-opt plus the dedicated flags that were given."""
     return [*(pairs or []), *(f"{key}={value}" for key, value in flags.items() if value is not None)]
 
 
@@ -66,6 +67,14 @@ def run(
     end_date: EndDate = None,
     difficulty: Difficulty = None,
     platform: Platform = None,
+    rounds: Annotated[int | None, Opt("--rounds", "-T", help="trt: rounds (default 8)")] = None,
+    rollouts: Annotated[int | None, Opt("--rollouts", "-K", help="trt: rollouts per round (2 code, 4 math)")] = None,
+    exclusivity_rule: Annotated[str | None, Opt(help="trt math: support (paper) | latest (released code)")] = None,
+    knowledge_cap: Annotated[int | None, Opt(help="trt: max active knowledge items (default 5)")] = None,
+    no_strategies: Annotated[bool, Opt("--no-strategies", help="trt ablation: no per-rollout strategies")] = False,
+    no_knowledge: Annotated[bool, Opt("--no-knowledge", help="trt ablation: no knowledge list")] = False,
+    max_cost: Annotated[float | None, Opt(help="stop cleanly at this spend (USD); resume with a larger one")] = None,
+    max_tokens_total: Annotated[int | None, Opt(help="stop cleanly at this many tokens; resumable")] = None,
     quiet: Annotated[bool, Opt(help="no progress bar")] = False,
 ) -> None:
     """Run a method on a benchmark; results, ledger, cache and summary go to a run directory."""
@@ -79,6 +88,12 @@ def run(
     parts = None
     if resume:
         target, replay_of = RunDir.open_existing(resume), None
+        if max_cost is not None or max_tokens_total is not None:  # the one thing a resume may change: budgets
+            saved = target.read_config()
+            saved["run"].update(
+                {k: v for k, v in (("max_cost", max_cost), ("max_tokens_total", max_tokens_total)) if v is not None}
+            )
+            target.write_config(saved)
     elif replay:
         replay_of = RunDir.open_existing(replay)
         target = RunDir.create(replay / f"replay-{time.strftime('%Y%m%d-%H%M%S')}")
@@ -97,7 +112,7 @@ def run(
                 concurrency=concurrency,
                 data_dir=data_dir,
                 bench_options=parse_options(
-                    _bench_options(
+                    _with_flags(
                         bench_opt,
                         release=release,
                         start_date=start_date,
@@ -107,7 +122,20 @@ def run(
                     ),
                     "--bench-opt",
                 ),
-                method_options=parse_options(method_opt or [], "--method-opt"),
+                method_options=parse_options(
+                    _with_flags(
+                        method_opt,
+                        rounds=rounds,
+                        rollouts=rollouts,
+                        exclusivity_rule=exclusivity_rule,
+                        knowledge_cap=knowledge_cap,
+                        strategies=False if no_strategies else None,
+                        knowledge=False if no_knowledge else None,
+                    ),
+                    "--method-opt",
+                ),
+                max_cost=max_cost,
+                max_tokens_total=max_tokens_total,
                 api_base=api_base,
                 api_key_env=api_key_env,
                 sandbox=sandbox,
@@ -130,6 +158,12 @@ def run(
     results_console.print(summary_table(summary, f"{summary['method']} on {summary['bench']} · {summary['model']}"))
     for line in warnings_for(summary):
         console.print(f"[bold yellow]{line}[/bold yellow]")
+    if summary.get("stopped"):
+        console.print(
+            f"[yellow]stopped: {summary['stopped']}.[/yellow] Continue with a larger budget:\n"
+            f"  testtime run --resume {target.path} --max-cost X --max-tokens-total N",
+            soft_wrap=True,
+        )
     console.print(f"summary: {target.summary_path}", soft_wrap=True)
 
 
@@ -159,7 +193,7 @@ def grade(
     from testtime.experiments.display import console, results_console, summary_table, warnings_for
     from testtime.experiments.grading import grade_predictions
 
-    options = _bench_options(
+    options = _with_flags(
         bench_opt, release=release, start_date=start_date, end_date=end_date, difficulty=difficulty, platform=platform
     )
     report = grade_predictions(bench, predictions, data_dir, options)

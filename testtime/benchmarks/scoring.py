@@ -31,6 +31,8 @@ def score(benchmark: Benchmark, result: dict[str, Any], reference: Reference) ->
     }
     if reference.metadata.get("public_only"):
         fields["public_only"] = True
+    if result.get("details", {}).get("rounds"):
+        fields["round_audit"] = audit_rounds(benchmark, result["details"]["rounds"], reference)
     if benchmark.domain == "math":  # maj@k needs answer equivalence; programs have none
         cluster_of, cluster_correct = [-1] * len(answers), []
         for cid, members in enumerate(cluster_answers(answers)):
@@ -39,6 +41,26 @@ def score(benchmark: Benchmark, result: dict[str, Any], reference: Reference) ->
             cluster_correct.append(fields["sample_correct"][members[0]])
         fields.update(cluster_of=cluster_of, cluster_correct=cluster_correct)
     return fields
+
+
+def audit_rounds(benchmark: Benchmark, rounds: list[dict[str, Any]], reference: Reference) -> dict[str, list[bool]]:
+    """Per round, from the sealed reference: was the selected answer correct, and had any rollout so far been
+    correct (oracle coverage)? Coverage is not accuracy: it is what a perfect selector could have reached."""
+    verdicts: dict[str, bool] = {}
+
+    def correct(answer: str | None) -> bool:
+        if answer is None:
+            return False
+        if answer not in verdicts:  # a program or answer seen again is not graded again
+            verdicts[answer] = benchmark.grade(answer, reference).correct
+        return verdicts[answer]
+
+    accuracy, coverage, covered = [], [], False
+    for record in sorted(rounds, key=lambda r: r["round"]):
+        covered = covered or any(correct(c.get("answer")) for c in record.get("candidates", []))
+        accuracy.append(correct(record.get("selected_answer")))
+        coverage.append(covered)
+    return {"accuracy": accuracy, "coverage": coverage}
 
 
 def _with_ci(values: list[float], seed: int) -> dict[str, float]:
@@ -68,6 +90,13 @@ def summarize(records: list[dict[str, Any]], ledger: dict[str, Any], seed: int =
         summary["no_answer_rate"] = mean(c.get("answer") is None and not c.get("error") for c in samples)
         summary["truncation_rate"] = mean(c.get("finish_reason") == "length" for c in samples)
         summary["error_rate"] = mean(bool(c.get("error")) for c in samples)
+    audits = [r["round_audit"] for r in records if r.get("round_audit")]
+    if audits:
+        depth = min(len(a["accuracy"]) for a in audits)
+        summary["rounds"] = {
+            "accuracy": [mean(a["accuracy"][t] for a in audits) for t in range(depth)],
+            "coverage": [mean(a["coverage"][t] for a in audits) for t in range(depth)],
+        }
     summary["prediction_status"] = dict(Counter(r.get("status", "") for r in records))
     if any("sample_status" in r for r in records):
         summary["sample_status"] = dict(Counter(s for r in records for s in r.get("sample_status", [])))

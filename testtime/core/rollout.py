@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from testtime.core.cache import CompletionCache, cache_key
-from testtime.core.errors import ModelError, TransientModelError
+from testtime.core.errors import BudgetExhausted, ModelError, TransientModelError
 from testtime.core.ledger import Ledger, LedgerEntry
 from testtime.core.model import LanguageModel
 from testtime.core.records import Completion, Message, SamplingParams
@@ -53,12 +53,15 @@ class RolloutEngine:
         ledger: Ledger,
         concurrency: int = 8,
         retry: RetryPolicy | None = None,
+        max_cost_usd: float | None = None,
+        max_tokens_total: int | None = None,
     ) -> None:
         self.model = model
         self.model_name = model_name
         self.cache = cache
         self.ledger = ledger
         self.retry = retry or RetryPolicy()
+        self.max_cost_usd, self.max_tokens_total = max_cost_usd, max_tokens_total
         self._slots = asyncio.Semaphore(concurrency)
 
     async def sample(
@@ -85,6 +88,7 @@ class RolloutEngine:
             return hit.model_copy(update={"cached": True})
         if self.model is None:
             return Completion(finish_reason="error", error="replay: sample not in the cache")
+        self._check_budget()
         completion, attempts = await self._call(messages, params)
         if completion.error is None:
             self.cache.put(key, completion)
@@ -96,6 +100,14 @@ class RolloutEngine:
         entry.error = completion.error
         self.ledger.record(entry)
         return completion
+
+    def _check_budget(self) -> None:
+        """Refuse a new paid call once a budget is spent (calls already in flight still land in the ledger)."""
+        totals = self.ledger.totals
+        if self.max_cost_usd is not None and totals.cost_usd >= self.max_cost_usd:
+            raise BudgetExhausted(f"cost budget reached: ${totals.cost_usd:.4f} of ${self.max_cost_usd:.4f}")
+        if self.max_tokens_total is not None and totals.tokens >= self.max_tokens_total:
+            raise BudgetExhausted(f"token budget reached: {totals.tokens:,} of {self.max_tokens_total:,}")
 
     async def _call(self, messages: Sequence[Message], params: SamplingParams) -> tuple[Completion, int]:
         assert self.model is not None

@@ -32,6 +32,8 @@ class RunConfig(BaseModel):
     api_base: str | None = None
     api_key_env: str | None = None
     sandbox: str = "auto"
+    max_cost: float | None = Field(default=None, gt=0)  # USD; stops cleanly, resumable with a larger budget
+    max_tokens_total: int | None = Field(default=None, gt=0)
 
     @classmethod
     def from_saved(cls, saved: dict[str, Any], source: str) -> RunConfig:

@@ -79,6 +79,9 @@ def summary_table(summary: dict[str, Any], title: str) -> Table:
     for rate in ("no_answer_rate", "truncation_rate", "error_rate"):
         if rate in summary:
             table.add_row(rate.replace("_", " "), f"{summary[rate]:.3f}")
+    if summary.get("rounds"):
+        table.add_row("accuracy by round", " ".join(f"{v:.2f}" for v in summary["rounds"]["accuracy"]))
+        table.add_row("oracle coverage by round", " ".join(f"{v:.2f}" for v in summary["rounds"]["coverage"]))
     for key, label in (("prediction_status", "predictions by status"), ("sample_status", "samples by status")):
         if summary.get(key):
             table.add_row(label, ", ".join(f"{k} {v}" for k, v in sorted(summary[key].items())))
@@ -91,6 +94,8 @@ def summary_table(summary: dict[str, Any], title: str) -> Table:
         table.add_row("cost", f"${ledger['cost_usd']:.4f}" + ("" if ledger["cost_known"] else " (some prices unknown)"))
         if ledger.get("sandbox_seconds"):
             table.add_row("sandbox seconds (selection)", f"{ledger['sandbox_seconds']:.1f}")
+    if "calls_per_problem" in summary:
+        table.add_row("model calls per problem", f"{summary['calls_per_problem']:.1f}")
     if "wall_s" in summary:
         table.add_row("wall time", f"{summary['wall_s']:.1f} s")
     return table

@@ -16,7 +16,8 @@ from typing import Any
 from testtime.benchmarks import BENCHMARKS, Benchmark, SealedReferences, load_benchmarks
 from testtime.benchmarks.scoring import score, summarize
 from testtime.core.cache import CompletionCache
-from testtime.core.errors import UserError
+from testtime.core.checkpoint import RoundCheckpoints
+from testtime.core.errors import BudgetExhausted, UserError
 from testtime.core.ledger import Ledger
 from testtime.core.model import LanguageModel
 from testtime.core.records import Problem, SamplingParams
@@ -114,17 +115,34 @@ def execute(
     todo = [p for p in problems if p.id not in done_ids]
     cache = CompletionCache((replay_of or run).cache_path)
     ledger = Ledger(run.ledger_path)
-    engine = RolloutEngine(model, model_name=config.model, cache=cache, ledger=ledger, concurrency=config.concurrency)
+    engine = RolloutEngine(
+        model,
+        model_name=config.model,
+        cache=cache,
+        ledger=ledger,
+        concurrency=config.concurrency,
+        max_cost_usd=config.max_cost,
+        max_tokens_total=config.max_tokens_total,
+    )
     params = SamplingParams(
         temperature=config.temperature, top_p=config.top_p, max_tokens=config.max_tokens, seed=config.seed
     )
     ctx = MethodContext(
-        engine=engine, params=params, prompt=benchmark.prompt, n=config.n, seed=config.seed, sandbox=parts.sandbox
+        checkpoints=RoundCheckpoints(run.path / "rounds.jsonl"),
+        engine=engine,
+        params=params,
+        prompt=benchmark.prompt,
+        n=config.n,
+        seed=config.seed,
+        sandbox=parts.sandbox,
     )
     started = time.perf_counter()
+    stopped = None
     try:
         with RunProgress(len(problems), len(done), ledger.totals, enabled=progress) as bar:
             asyncio.run(_solve(method, todo, ctx, benchmark, references, run, bar, model))
+    except BudgetExhausted as exc:
+        stopped = str(exc)  # finished problems are saved; a resume with a larger budget continues
     finally:
         ledger.close()
         cache.close()
@@ -139,6 +157,7 @@ def execute(
         wall_s=time.perf_counter() - started,
         replay=replay_of is not None,
         complete=len(records) == len(problems),
+        stopped=stopped,
     )
     run.write_summary(summary)
     return summary

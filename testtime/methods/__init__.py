@@ -10,12 +10,13 @@ import asyncio
 import importlib
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from testtime.core.answers import extract_answer
+from testtime.core.checkpoint import RoundCheckpoints
 from testtime.core.programs import extract_program
 from testtime.core.records import Candidate, Completion, Message, Problem, SamplingParams, Selection
 from testtime.core.registry import Registry
@@ -32,6 +33,7 @@ class MethodContext:
     seed: int = 0
     problem_concurrency: int = 256
     sandbox: Sandbox | None = None  # code problems: where candidates and generated tests run
+    checkpoints: RoundCheckpoints = field(default_factory=lambda: RoundCheckpoints(None))  # multi-round state
 
 
 class ProblemResult(BaseModel):
@@ -96,7 +98,7 @@ class Method(ABC):
 
 
 METHODS: Registry[Method] = Registry("method")
-_MODULES = ("single", "majority")
+_MODULES = ("single", "majority", "trt")
 
 
 def load_methods() -> None:

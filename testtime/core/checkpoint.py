@@ -1,0 +1,42 @@
+"""Per-problem round checkpoints (`rounds.jsonl` in the run directory) for multi-round methods.
+
+Each finished round appends one line with the method's state after it, so a killed run resumes at the last
+finished round of each problem; the completion cache makes any half-finished round free to redo.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+class RoundCheckpoints:
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._last: dict[str, dict[str, Any]] = {}
+        self._all: dict[str, list[dict[str, Any]]] = {}
+        if path is not None and path.exists():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                try:
+                    entry = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a line torn by a kill -9: that round is redone (from the cache)
+                self._remember(entry)
+
+    def _remember(self, entry: dict[str, Any]) -> None:
+        self._last[entry["problem_id"]] = entry
+        self._all.setdefault(entry["problem_id"], []).append(entry)
+
+    def last(self, problem_id: str) -> dict[str, Any] | None:
+        return self._last.get(problem_id)
+
+    def rounds(self, problem_id: str) -> list[dict[str, Any]]:
+        return list(self._all.get(problem_id, []))
+
+    def append(self, problem_id: str, round_: int, payload: dict[str, Any]) -> None:
+        entry = {"problem_id": problem_id, "round": round_, **payload}
+        self._remember(entry)
+        if self.path is not None:
+            with self.path.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(entry, ensure_ascii=False) + "\n")

@@ -1,0 +1,91 @@
+"""Lenient parsing of TRT's structured model outputs: malformed JSON degrades, it never crashes a run."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+FALLBACK_STRATEGIES = [
+    ("direct computation", "work the problem out carefully step by step"),
+    ("work backwards", "start from what the answer must satisfy and check candidates"),
+    ("simplify first", "solve a smaller or special case, then generalise"),
+    ("independent check", "solve it, then verify the result by a different method"),
+]
+
+
+class Strategy(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    key_technique: str
+    what_to_try: str
+
+
+def _json_value(text: str, opener: str) -> Any:
+    """The first JSON value starting with `opener` that parses, fenced or not; None if there is none."""
+    closer = "]" if opener == "[" else "}"
+    for start in [m.start() for m in re.finditer(re.escape(opener), text)]:
+        end = text.rfind(closer)
+        while end > start:
+            try:
+                return json.loads(text[start : end + 1])
+            except json.JSONDecodeError:
+                end = text.rfind(closer, start, end)
+    return None
+
+
+def _strategies_from(items: Any) -> list[Strategy]:
+    out = []
+    for item in items if isinstance(items, list) else []:
+        if isinstance(item, dict) and item.get("key_technique"):
+            out.append(Strategy(key_technique=str(item["key_technique"]), what_to_try=str(item.get("what_to_try", ""))))
+    return out
+
+
+def parse_strategies(text: str, k: int) -> tuple[list[Strategy], bool]:
+    """K strategies, and whether the model's own were usable; short lists are topped up with fallbacks."""
+    parsed = _strategies_from(_json_value(text, "["))
+    ok = len(parsed) >= 1
+    fallback = [Strategy(key_technique=a, what_to_try=b) for a, b in FALLBACK_STRATEGIES]
+    while len(parsed) < k:
+        parsed.append(fallback[len(parsed) % len(fallback)])
+    return parsed[:k], ok
+
+
+class Reflection(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    insights: list[str] = []
+    deactivate: int | None = None
+    strategies: list[Strategy] = []
+    parsed: bool = False
+
+
+def parse_reflection(text: str) -> Reflection:
+    value = _json_value(text, "{")
+    if not isinstance(value, dict):
+        return Reflection()
+    insights = [
+        str(i).strip() for i in value.get("insights", []) if isinstance(i, str | int | float) and str(i).strip()
+    ]
+    deactivate = value.get("deactivate")
+    return Reflection(
+        insights=insights[:3],
+        deactivate=deactivate if isinstance(deactivate, int) else None,
+        strategies=_strategies_from(value.get("strategies")),
+        parsed=True,
+    )
+
+
+_ERROR_REPORT = re.compile(r"\[Error Report\]\s*(.*?)(?=\n\s*\[[A-Z][A-Za-z ]+\]|\\boxed|$)", re.DOTALL)
+
+
+def error_report(text: str) -> str | None:
+    """The rollout's refutation of the earlier answer, or None when it wrote none (or wrote N/A)."""
+    match = _ERROR_REPORT.search(text)
+    if match is None:
+        return None
+    report = match.group(1).strip()
+    return None if not report or report.upper().startswith("N/A") else report[:500]
