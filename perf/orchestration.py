@@ -53,8 +53,11 @@ def main() -> None:
     args = parser.parse_args()
     ideal = args.calls * args.latency / args.concurrency
     rows = []
-    server = subprocess.Popen([sys.executable, "-m", "testtime.models.mock_server", "--latency", str(args.latency)],
-                              stdout=subprocess.PIPE, text=True)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "testtime.models.mock_server", "--latency", str(args.latency)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert server.stdout is not None
     url = server.stdout.readline().strip()
     with tempfile.TemporaryDirectory() as tmp:

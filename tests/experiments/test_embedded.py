@@ -80,3 +80,17 @@ def test_majority_on_lcb_with_the_embedded_model(
     )
     # 2 solution samples per problem, plus one test-writing call where two programs differ
     assert 6 <= summary["ledger"]["calls"] <= 9 and summary["ledger"]["errors"] == 0
+
+
+def test_trt_on_arith_with_the_embedded_model(tmp_path: Path, testtime_cli: Callable[..., Any]) -> None:
+    """T=2, K=2 on the real model: strategies and reflections will rarely parse at 135M; the loop must cope."""
+    out = tmp_path / "run"
+    args = "run --method trt --bench arith --limit 2 -T 2 -K 2 --max-tokens 40 --quiet --out".split()
+    result = testtime_cli(*args, str(out), cwd=tmp_path, env={"HF_HUB_OFFLINE": "1"}, timeout=1200)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["complete"] and summary["ledger"]["calls"] == 2 * (1 + 2 * 3)
+    assert len(summary["rounds"]["accuracy"]) == 2 and len(summary["rounds"]["coverage"]) == 2
+    assert all(a <= c for a, c in zip(summary["rounds"]["accuracy"], summary["rounds"]["coverage"], strict=True))
+    rounds = [json.loads(line) for line in (out / "rounds.jsonl").read_text().splitlines()]
+    assert sorted(r["round"] for r in rounds) == [0, 0, 1, 1, 2, 2]

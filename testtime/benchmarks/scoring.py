@@ -31,9 +31,11 @@ def score(benchmark: Benchmark, result: dict[str, Any], reference: Reference) ->
     }
     if reference.metadata.get("public_only"):
         fields["public_only"] = True
-    if result.get("details", {}).get("rounds"):
-        fields["round_audit"] = audit_rounds(benchmark, result["details"]["rounds"], reference)
-    if benchmark.domain == "math":  # maj@k needs answer equivalence; programs have none
+    rounds = result.get("details", {}).get("rounds")
+    if rounds:
+        fields["round_audit"] = audit_rounds(benchmark, rounds, reference)
+    # maj@k needs answer equivalence (programs have none) and independent samples (rounds condition on each other)
+    if benchmark.domain == "math" and not rounds:
         cluster_of, cluster_correct = [-1] * len(answers), []
         for cid, members in enumerate(cluster_answers(answers)):
             for i in members:
@@ -97,6 +99,11 @@ def summarize(records: list[dict[str, Any]], ledger: dict[str, Any], seed: int =
             "accuracy": [mean(a["accuracy"][t] for a in audits) for t in range(depth)],
             "coverage": [mean(a["coverage"][t] for a in audits) for t in range(depth)],
         }
+        rollouts = [
+            sum(len(r["candidates"]) for r in rec["details"]["rounds"]) for rec in records if rec.get("details")
+        ]
+        # The fair baseline spends the same solver rollouts on independent samples: majority at n = T·K.
+        summary["same_budget_majority_n"] = round(mean(rollouts)) if rollouts else None
     summary["prediction_status"] = dict(Counter(r.get("status", "") for r in records))
     if any("sample_status" in r for r in records):
         summary["sample_status"] = dict(Counter(s for r in records for s in r.get("sample_status", [])))

@@ -73,7 +73,8 @@ def summary_table(summary: dict[str, Any], title: str) -> Table:
     table.add_row("problems", str(summary["problems"]))
     table.add_row("accuracy (95% CI)", _ci(summary["accuracy"]))
     if "pass@1_avg" in summary:
-        table.add_row("pass@1 = avg over samples", _ci(summary["pass@1_avg"]))
+        label = "last round's rollouts: mean accuracy" if summary.get("rounds") else "pass@1 = avg over samples"
+        table.add_row(label, _ci(summary["pass@1_avg"]))
     for k, value in summary.get("maj@k", {}).items():
         table.add_row(f"maj@{k}", f"{value:.3f}")
     for rate in ("no_answer_rate", "truncation_rate", "error_rate"):
@@ -82,6 +83,8 @@ def summary_table(summary: dict[str, Any], title: str) -> Table:
     if summary.get("rounds"):
         table.add_row("accuracy by round", " ".join(f"{v:.2f}" for v in summary["rounds"]["accuracy"]))
         table.add_row("oracle coverage by round", " ".join(f"{v:.2f}" for v in summary["rounds"]["coverage"]))
+        if summary.get("same_budget_majority_n"):
+            table.add_row("same-budget baseline", f"--method majority --n {summary['same_budget_majority_n']}")
     for key, label in (("prediction_status", "predictions by status"), ("sample_status", "samples by status")):
         if summary.get(key):
             table.add_row(label, ", ".join(f"{k} {v}" for k, v in sorted(summary[key].items())))

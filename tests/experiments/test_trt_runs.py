@@ -1,0 +1,111 @@
+"""TRT as users run it: kill -9 and resume, budgets, code problems in the sandbox, the API path."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from testtime.core.ledger import read_entries
+from testtime.models.mock_server import MockChatServer
+
+
+def test_kill_9_mid_run_then_resume_finishes_every_round(tmp_path: Path, testtime_cli: Callable[..., Any]) -> None:
+    out = tmp_path / "run"
+    args = [
+        *"run --method trt --bench arith --limit 6 -T 3 -K 2 --concurrency 4 --quiet --out".split(),
+        str(out),
+        "--model",
+        "fake:echo,latency=0.05",
+    ]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "testtime.cli", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=tmp_path,
+    )
+    rounds = out / "rounds.jsonl"
+    deadline = time.time() + 60
+    while time.time() < deadline and not (rounds.exists() and len(rounds.read_text().splitlines()) >= 10):
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    finished_before = len(rounds.read_text().splitlines())
+    assert 0 < finished_before < 6 * 4, "the run must be killed mid-way for this test to mean anything"
+    result = testtime_cli("run", "--resume", str(out), "--quiet", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    entries = [json.loads(line) for line in rounds.read_text().splitlines()]
+    per_problem: dict[str, list[int]] = {}
+    for entry in entries:
+        per_problem.setdefault(entry["problem_id"], []).append(entry["round"])
+    assert all(sorted(r) == [0, 1, 2, 3] for r in per_problem.values()) and len(per_problem) == 6
+    paid = [e for e in read_entries(out / "ledger.jsonl") if not e.cached]
+    assert len(paid) <= 6 * (1 + 3 * 3)  # never more than the run needs: no call paid twice
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["complete"] and len(summary["rounds"]["accuracy"]) == 3
+
+
+def test_token_budget_stops_cleanly_and_resumes(tmp_path: Path, testtime_cli: Callable[..., Any]) -> None:
+    out = tmp_path / "run"
+    base = [
+        *"run --method trt --bench arith --limit 4 -T 2 -K 2 --concurrency 1 --quiet".split(),
+        "--model",
+        "fake:echo",
+    ]
+    stopped = testtime_cli(*base, "--max-tokens-total", "300", "--out", str(out), cwd=tmp_path)
+    assert stopped.returncode == 0, stopped.stderr
+    assert "stopped: token budget reached" in stopped.stderr and f"--resume {out}" in stopped.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert not summary["complete"] and summary["stopped"].startswith("token budget")
+    resumed = testtime_cli("run", "--resume", str(out), "--max-tokens-total", "100000", "--quiet", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads((out / "summary.json").read_text())["complete"]
+
+
+def test_trt_on_code_counts_calls_and_runs_in_the_sandbox(
+    tmp_path: Path, shared_data: Path, testtime_cli: Callable[..., Any]
+) -> None:
+    from testtime.sandbox import SandboxError
+    from testtime.sandbox.choose import open_sandbox
+
+    try:
+        open_sandbox("auto").close()
+    except SandboxError as exc:
+        pytest.skip(f"no sandbox: {exc}")
+    responses = tmp_path / "responses.json"
+    # One scripted reply cycles through every call; it holds a program and a JSON list, so it serves as a
+    # solver answer, a list of test inputs and a (malformed) reflection alike.
+    responses.write_text(
+        json.dumps(
+            [
+                '["1 2", "3 4"]\n```python\na, b = map(int, input().split())\nprint(a + b)\n```',
+                '["5 5"]\n```python\nprint(2)\n```',
+            ]
+        )
+    )
+    out = tmp_path / "run"
+    args = "run --method trt --bench lcb-v6 --limit 2 -T 2 -K 2 --platform atcoder --quiet".split()
+    result = testtime_cli(
+        *args, "--model", f"fake:file:{responses}", "--data-dir", str(shared_data), "--out", str(out), cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["calls_per_problem"] == 1 + 2 * (2 + 2)  # strategies + T·(K solvers + tests + reflection)
+    assert summary["ledger"]["sandbox_seconds"] > 0 and len(summary["rounds"]["coverage"]) == 2
+
+
+def test_trt_through_litellm_against_a_local_server(tmp_path: Path, testtime_cli: Callable[..., Any]) -> None:
+    with MockChatServer(faults={3: 429, 7: 500}) as server:
+        args = "run --method trt --bench arith --limit 2 -T 2 -K 2 --quiet --model litellm:openai/mock".split()
+        result = testtime_cli(*args, "--api-base", server.url, "--out", str(tmp_path / "run"), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["ledger"]["calls"] == 2 * (1 + 2 * 3) and summary["ledger"]["retries"] == 2
+    assert summary["ledger"]["errors"] == 0 and summary["complete"]

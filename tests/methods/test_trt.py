@@ -1,0 +1,173 @@
+"""TRT driven through known paths by a scripted model that recognises each prompt it is sent."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Callable, Sequence
+
+from testtime.core.cache import CompletionCache
+from testtime.core.checkpoint import RoundCheckpoints
+from testtime.core.ledger import Ledger
+from testtime.core.records import Message, Problem, SamplingParams
+from testtime.core.rollout import RolloutEngine
+from testtime.methods import MethodContext, ProblemResult
+from testtime.methods.trt.loop import TRT
+from testtime.models.fake import FakeModel
+
+PROBLEM = Problem(id="two-plus-two", domain="math", statement="What is 2 + 2?")
+STRATEGIES = json.dumps(
+    [
+        {"key_technique": "count", "what_to_try": "count on fingers"},
+        {"key_technique": "add", "what_to_try": "add directly"},
+    ]
+)
+REFLECTION = json.dumps(
+    {
+        "insights": ["Do not confuse 2 + 2 with 2 + 3"],
+        "deactivate": None,
+        "strategies": [{"key_technique": "recount", "what_to_try": "count twice"}],
+    }
+)
+
+Solver = Callable[[str, int], str]  # (solver prompt, rollout number within the run) -> completion
+
+
+def scripted(solver: Solver, strategies: str = STRATEGIES, reflection: str = REFLECTION) -> FakeModel:
+    rollouts = iter(range(10**6))
+
+    def answer(messages: Sequence[Message], params: SamplingParams) -> str:
+        prompt = messages[-1].content
+        if "genuinely different approaches" in prompt:
+            return strategies
+        if "You are improving a solver" in prompt:
+            return reflection
+        return solver(prompt, next(rollouts))
+
+    return FakeModel(answer)
+
+
+def run(
+    model: FakeModel, problem: Problem = PROBLEM, checkpoints: RoundCheckpoints | None = None, **options: object
+) -> tuple[ProblemResult, Ledger]:
+    ledger = Ledger()
+    ctx = MethodContext(
+        engine=RolloutEngine(model, model_name="fake:", cache=CompletionCache(None), ledger=ledger),
+        params=SamplingParams(),
+        prompt=lambda p: [Message(role="user", content=p.statement)],
+        checkpoints=checkpoints or RoundCheckpoints(None),
+    )
+    return asyncio.run(TRT(**options).solve(problem, ctx)), ledger  # type: ignore[arg-type]
+
+
+def earlier_answer(prompt: str) -> str | None:
+    match = re.search(r"An earlier attempt concluded: (\S+)", prompt)
+    return match.group(1) if match else None
+
+
+def test_a_wrong_answer_is_refuted_then_corrected() -> None:
+    def solver(prompt: str, _: int) -> str:
+        if earlier_answer(prompt) == "5":
+            return "2 + 2 = 4.\n[Error Report] The answer cannot be 5 because 2 + 2 = 4, not 5.\n\\boxed{4}"
+        return "Two and two make five. \\boxed{5}"
+
+    result, ledger = run(scripted(solver), rounds=3, rollouts=2)
+    rounds = result.details["rounds"]
+    assert [r["selected_answer"] for r in rounds] == ["5", "4", "4"]
+    assert rounds[1]["rejected"][0]["answer"] == "5" and "cannot be 5" in rounds[1]["rejected"][0]["reason"]
+    assert result.prediction == "4"
+    assert any("The answer is not 5" in item["text"] for item in rounds[1]["knowledge"])
+    assert ledger.totals.calls == 1 + 3 * (2 + 1)  # strategies + T·(K rollouts + reflection)
+
+
+def test_exclusivity_excludes_a_refuted_answer_even_with_more_support() -> None:
+    def solver(prompt: str, n: int) -> str:
+        if earlier_answer(prompt) is None:
+            return "\\boxed{5}" if n % 4 else "\\boxed{4}"  # round 1: 5, 5, 5 and one 4
+        if n % 4 == 0:
+            return "[Error Report] The answer cannot be 5 because 2 + 2 = 4.\n\\boxed{4}"
+        return "\\boxed{5}"
+
+    result, _ = run(scripted(solver), rounds=2, rollouts=4)
+    second = result.details["rounds"][1]
+    assert second["selection"]["evidence"]["excluded"] == ["5"]  # 6 rollouts say 5; it was refuted
+    assert result.prediction == "4"
+
+
+def test_latest_rule_follows_the_newest_round() -> None:
+    answers = iter(["\\boxed{4}", "\\boxed{4}", "\\boxed{6}", "\\boxed{6}"])
+    result, _ = run(
+        scripted(lambda prompt, n: next(answers)),
+        rounds=2,
+        rollouts=2,
+        exclusivity_rule="latest",
+        knowledge=False,
+        strategies=False,
+    )
+    assert [r["selected_answer"] for r in result.details["rounds"]] == ["4", "6"]
+
+
+def test_knowledge_is_pruned_at_its_cap() -> None:
+    counter = iter(range(100))
+
+    def reflection_each_time() -> str:
+        return json.dumps({"insights": [f"Do not repeat mistake number {next(counter)} from round notes"]})
+
+    model = scripted(lambda prompt, n: "\\boxed{4}")
+    original = model.script
+
+    def with_fresh_reflections(messages: Sequence[Message], params: SamplingParams) -> str:
+        if "You are improving a solver" in messages[-1].content:
+            return reflection_each_time()
+        return original(messages, params)
+
+    model.script = with_fresh_reflections
+    result, _ = run(model, rounds=4, rollouts=2, knowledge_cap=2)
+    sizes = [len(r["knowledge"]) for r in result.details["rounds"]]
+    assert sizes == [1, 2, 2, 2]
+    assert [item["text"][-18:] for item in result.details["rounds"][-1]["knowledge"]] == [
+        "2 from round notes",
+        "3 from round notes",
+    ]
+
+
+def test_malformed_strategies_fall_back_gracefully() -> None:
+    seen: list[str] = []
+
+    def solver(prompt: str, _: int) -> str:
+        seen.append(prompt)
+        return "\\boxed{4}"
+
+    result, _ = run(
+        scripted(solver, strategies="Sure! {not json at all", reflection="no json either"), rounds=2, rollouts=2
+    )
+    assert result.prediction == "4"
+    assert all("### Suggested strategy" in prompt for prompt in seen)  # fallback strategies were used
+    assert [r["reflection_parsed"] for r in result.details["rounds"]] == [False, False]
+
+
+def test_ablations_remove_their_calls_and_prompt_sections() -> None:
+    seen: list[str] = []
+
+    def solver(prompt: str, _: int) -> str:
+        seen.append(prompt)
+        return "\\boxed{4}"
+
+    _, ledger = run(scripted(solver), rounds=2, rollouts=2, strategies=False, knowledge=False)
+    assert ledger.totals.calls == 2 * 2  # no strategy call, no reflection
+    assert not any("Suggested strategy" in p or "Lessons" in p for p in seen)
+
+
+def test_resume_continues_after_the_last_finished_round(tmp_path: object) -> None:
+    from pathlib import Path
+
+    path = Path(str(tmp_path)) / "rounds.jsonl"
+    model = scripted(lambda prompt, n: "\\boxed{4}")
+    run(model, checkpoints=RoundCheckpoints(path), rounds=2, rollouts=2)
+    lines_after_two = len(path.read_text().splitlines())
+    calls_before = model.calls
+    result, ledger = run(model, checkpoints=RoundCheckpoints(path), rounds=4, rollouts=2)
+    assert [r["round"] for r in result.details["rounds"]] == [1, 2, 3, 4]
+    assert ledger.totals.calls == 2 * (2 + 1)  # only rounds 3 and 4 were paid for
+    assert model.calls - calls_before == 6 and len(path.read_text().splitlines()) == lines_after_two + 2
