@@ -5,10 +5,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+from testtime.sandbox import Sandbox
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -34,7 +37,43 @@ def _run_cli(
     )
 
 
+def _interrupt_cli(*args: str, when: Callable[[], bool], sig: int, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Start `testtime ARGS...`, wait until `when()` holds (at most a minute), send `sig`, collect the outcome."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "testtime.cli", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=cwd,
+    )
+    deadline = time.time() + 60
+    while time.time() < deadline and not when():
+        time.sleep(0.02)
+    process.send_signal(sig)
+    stdout, stderr = process.communicate(timeout=60)
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
+@pytest.fixture
+def interrupt_cli() -> Callable[..., subprocess.CompletedProcess[str]]:
+    return _interrupt_cli
+
+
 @pytest.fixture
 def testtime_cli() -> Callable[..., subprocess.CompletedProcess[str]]:
     """Run `testtime ARGS...` as a user would: a fresh process, output captured."""
     return _run_cli
+
+
+@pytest.fixture(scope="module")
+def open_sandbox_or_skip() -> Iterator[Sandbox]:
+    """A started sandbox (Docker, else bubblewrap); tests that need one skip where neither can run."""
+    from testtime.sandbox import SandboxError
+    from testtime.sandbox.choose import open_sandbox
+
+    try:
+        box = open_sandbox("auto")
+    except SandboxError as exc:
+        pytest.skip(f"no sandbox: {exc}")
+    with box:
+        yield box

@@ -6,18 +6,16 @@ import base64
 import json
 import pickle
 import zlib
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from testtime.benchmarks import BENCHMARKS, load_benchmarks
+from testtime.benchmarks import BENCHMARKS, Benchmark, load_benchmarks
 from testtime.benchmarks.lcb_data import decode_tests, encode_private_tests, release_shards
 from testtime.core.errors import UserError
 from testtime.core.programs import extract_program
 from testtime.core.records import Reference, TestCase
-from testtime.sandbox import SandboxError
-from testtime.sandbox.choose import open_sandbox
+from testtime.sandbox import Sandbox
 
 load_benchmarks()
 PRIVATE = [TestCase(input="5 6\n", output="121\n"), TestCase(input="1 1\n", output="4\n")]
@@ -137,15 +135,10 @@ def test_program_extraction(text: str, program: str | None) -> None:
 
 
 @pytest.fixture(scope="module")
-def graded() -> Iterator[object]:
-    try:
-        sandbox = open_sandbox("auto")
-    except SandboxError as exc:
-        pytest.skip(f"no sandbox: {exc}")
+def graded(open_sandbox_or_skip: Sandbox) -> Benchmark:
     benchmark = BENCHMARKS.create("lcb-v6")
-    benchmark.sandbox = sandbox
-    yield benchmark
-    benchmark.close()
+    benchmark.sandbox = open_sandbox_or_skip
+    return benchmark
 
 
 REFERENCE = Reference(problem_id="p", hidden_tests=(TestCase(input="20 25\n", output="2025\n"), *PRIVATE))

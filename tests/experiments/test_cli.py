@@ -8,15 +8,20 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from testtime.core.ledger import read_entries
 
 SCRATCH = Path(tempfile.mkdtemp(prefix="testtime-cli-"))  # cwd of every command: ./runs lands here
+
+
+def lines(path: Path) -> int:
+    return len(path.read_text().splitlines()) if path.exists() else 0
 
 
 def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -62,23 +67,20 @@ def test_single_greedy_is_one_call_per_problem(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "r" / "summary.json").read_text())["ledger"]["calls"] == 3
 
 
-def test_kill_9_then_resume_pays_for_no_sample_twice(tmp_path: Path) -> None:
+def test_kill_9_then_resume_pays_for_no_sample_twice(tmp_path: Path, interrupt_cli: Callable[..., Any]) -> None:
     out = tmp_path / "run"
-    args = [
-        *"run --method majority --bench arith --limit 24 --n 4 --concurrency 2 --quiet --out".split(),
+    ledger = out / "ledger.jsonl"
+    args = "run --method majority --bench arith --limit 24 --n 4 --concurrency 2 --quiet".split()
+    interrupt_cli(
+        *args,
+        "--out",
         str(out),
         "--model",
         "fake:echo,latency=0.04",
-    ]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "testtime.cli", *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        when=lambda: lines(ledger) >= 20,
+        sig=signal.SIGKILL,
+        cwd=SCRATCH,
     )
-    ledger = out / "ledger.jsonl"
-    deadline = time.time() + 60
-    while time.time() < deadline and (not ledger.exists() or len(ledger.read_text().splitlines()) < 20):
-        time.sleep(0.05)
-    process.send_signal(signal.SIGKILL)
-    process.wait()
     before = len(read_entries(ledger))
     assert 0 < before < 96, "the run must be killed mid-way for this test to mean anything"
 
@@ -180,14 +182,7 @@ def test_list_names_every_registered_thing() -> None:
         assert name in result.stdout
 
 
-def test_grade_code_predictions_in_the_sandbox(tmp_path: Path, shared_data: Path) -> None:
-    from testtime.sandbox import SandboxError
-    from testtime.sandbox.choose import open_sandbox
-
-    try:
-        open_sandbox("auto").close()
-    except SandboxError as exc:
-        pytest.skip(f"no sandbox: {exc}")
+def test_grade_code_predictions_in_the_sandbox(tmp_path: Path, shared_data: Path, open_sandbox_or_skip: object) -> None:
     predictions = tmp_path / "p.jsonl"
     predictions.write_text(
         "\n".join(
@@ -212,27 +207,20 @@ def test_grade_code_predictions_in_the_sandbox(tmp_path: Path, shared_data: Path
     assert report["summary"]["graded_on_public_tests_only"] == 3
 
 
-def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path: Path) -> None:
+def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path: Path, interrupt_cli: Callable[..., Any]) -> None:
     out = tmp_path / "run"
-    args = [
-        *"run --method majority --bench arith --limit 20 --n 4 --concurrency 2 --quiet --out".split(),
+    args = "run --method majority --bench arith --limit 20 --n 4 --concurrency 2 --quiet".split()
+    process = interrupt_cli(
+        *args,
+        "--out",
         str(out),
         "--model",
         "fake:echo,latency=0.05",
-    ]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "testtime.cli", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+        when=lambda: lines(out / "results.jsonl") >= 1,
+        sig=signal.SIGINT,
         cwd=SCRATCH,
     )
-    deadline = time.time() + 60
-    results = out / "results.jsonl"
-    while time.time() < deadline and not (results.exists() and results.read_text().strip()):
-        time.sleep(0.05)
-    process.send_signal(signal.SIGINT)
-    _, stderr = process.communicate(timeout=60)
+    stderr = process.stderr
     assert process.returncode == 130
     assert f"--resume {out}" in stderr and "Traceback" not in stderr
     finished = len((out / "results.jsonl").read_text().splitlines())

@@ -36,16 +36,9 @@ def test_majority_on_arith_with_the_embedded_model(tmp_path: Path, testtime_cli:
 
 
 def test_majority_on_lcb_with_the_embedded_model(
-    tmp_path: Path, shared_data: Path, testtime_cli: Callable[..., Any]
+    tmp_path: Path, shared_data: Path, testtime_cli: Callable[..., Any], open_sandbox_or_skip: object
 ) -> None:
     """The 135M model will not solve these; the pipeline must sample, select in the sandbox and grade."""
-    from testtime.sandbox import SandboxError
-    from testtime.sandbox.choose import open_sandbox
-
-    try:
-        open_sandbox("auto").close()
-    except SandboxError as exc:
-        pytest.skip(f"no sandbox: {exc}")
     out = tmp_path / "run"
     args = "run --method majority --bench lcb-v6 --limit 3 --n 2 --max-tokens 96 --quiet --method-opt test_inputs=3"
     result = testtime_cli(

@@ -4,39 +4,30 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from testtime.core.ledger import read_entries
 from testtime.models.mock_server import MockChatServer
 
 
-def test_kill_9_mid_run_then_resume_finishes_every_round(tmp_path: Path, testtime_cli: Callable[..., Any]) -> None:
+def test_kill_9_mid_run_then_resume_finishes_every_round(
+    tmp_path: Path, testtime_cli: Callable[..., Any], interrupt_cli: Callable[..., Any]
+) -> None:
     out = tmp_path / "run"
-    args = [
-        *"run --method trt --bench arith --limit 6 -T 3 -K 2 --concurrency 4 --quiet --out".split(),
+    rounds = out / "rounds.jsonl"
+    args = "run --method trt --bench arith --limit 6 -T 3 -K 2 --concurrency 4 --quiet".split()
+    interrupt_cli(
+        *args,
+        "--out",
         str(out),
         "--model",
         "fake:echo,latency=0.05",
-    ]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "testtime.cli", *args],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        when=lambda: rounds.exists() and len(rounds.read_text().splitlines()) >= 10,
+        sig=signal.SIGKILL,
         cwd=tmp_path,
     )
-    rounds = out / "rounds.jsonl"
-    deadline = time.time() + 60
-    while time.time() < deadline and not (rounds.exists() and len(rounds.read_text().splitlines()) >= 10):
-        time.sleep(0.02)
-    process.send_signal(signal.SIGKILL)
-    process.wait()
     finished_before = len(rounds.read_text().splitlines())
     assert 0 < finished_before < 6 * 4, "the run must be killed mid-way for this test to mean anything"
     result = testtime_cli("run", "--resume", str(out), "--quiet", cwd=tmp_path)
@@ -70,15 +61,8 @@ def test_token_budget_stops_cleanly_and_resumes(tmp_path: Path, testtime_cli: Ca
 
 
 def test_trt_on_code_counts_calls_and_runs_in_the_sandbox(
-    tmp_path: Path, shared_data: Path, testtime_cli: Callable[..., Any]
+    tmp_path: Path, shared_data: Path, testtime_cli: Callable[..., Any], open_sandbox_or_skip: object
 ) -> None:
-    from testtime.sandbox import SandboxError
-    from testtime.sandbox.choose import open_sandbox
-
-    try:
-        open_sandbox("auto").close()
-    except SandboxError as exc:
-        pytest.skip(f"no sandbox: {exc}")
     responses = tmp_path / "responses.json"
     # One scripted reply cycles through every call; it holds a program and a JSON list, so it serves as a
     # solver answer, a list of test inputs and a (malformed) reflection alike.

@@ -9,17 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from testtime.sandbox import SandboxError
-from testtime.sandbox.choose import open_sandbox
+from testtime.sandbox import Sandbox
 
 
 @pytest.fixture(scope="module")
-def any_sandbox() -> str:
-    try:
-        with open_sandbox("auto") as sandbox:
-            return sandbox.name
-    except SandboxError as exc:
-        pytest.skip(f"no sandbox here: {exc}")
+def any_sandbox(open_sandbox_or_skip: Sandbox) -> str:
+    return open_sandbox_or_skip.name
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import pytest
 
@@ -13,8 +13,7 @@ from testtime.core.ledger import Ledger
 from testtime.core.records import Candidate, Message, Problem, SamplingParams, Selection, TestCase
 from testtime.core.rollout import RolloutEngine
 from testtime.models.fake import FakeModel
-from testtime.sandbox import Sandbox, SandboxError
-from testtime.sandbox.choose import open_sandbox
+from testtime.sandbox import Sandbox
 from testtime.selectors.execution import ExecutionSelector, parse_generated
 
 CORRECT = "print(sum(map(int, input().strip())))"
@@ -25,13 +24,8 @@ CRASHING = "n = int(input())\nassert n < 50\nprint(sum(map(int, str(n))))"
 
 
 @pytest.fixture(scope="module")
-def sandbox() -> Iterator[Sandbox]:
-    try:
-        box = open_sandbox("auto")
-    except SandboxError as exc:
-        pytest.skip(f"no sandbox: {exc}")
-    with box:
-        yield box
+def sandbox(open_sandbox_or_skip: Sandbox) -> Sandbox:
+    return open_sandbox_or_skip
 
 
 def problem(*public: tuple[str, str]) -> Problem:
