@@ -36,9 +36,12 @@ def _with_flags(pairs: list[str] | None, **flags: object) -> list[str]:
 
 
 def _add_subcommands() -> None:
+    from testtime.cli_experiments import ablate_app, report_command
     from testtime.cli_sandbox import sandbox_app
 
     app.add_typer(sandbox_app, name="sandbox")
+    app.add_typer(ablate_app, name="ablate")
+    app.command("report")(report_command)
 
 
 @app.command()

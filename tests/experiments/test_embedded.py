@@ -87,3 +87,17 @@ def test_trt_on_arith_with_the_embedded_model(tmp_path: Path, testtime_cli: Call
     assert all(a <= c for a, c in zip(summary["rounds"]["accuracy"], summary["rounds"]["coverage"], strict=True))
     rounds = [json.loads(line) for line in (out / "rounds.jsonl").read_text().splitlines()]
     assert sorted(r["round"] for r in rounds) == [0, 0, 1, 1, 2, 2]
+
+
+def test_a_tiny_depth_width_ablation_with_the_embedded_model(tmp_path: Path, testtime_cli: Callable[..., Any]) -> None:
+    out = tmp_path / "grid"
+    args = "ablate depth-width --bench arith --limit 2 -T 2 --widths 1,2 --majority-n 4 --rsa 2,2,2 --max-tokens 32"
+    result = testtime_cli(
+        *args.split(), "--out", str(out), "--quiet", cwd=tmp_path, env={"HF_HUB_OFFLINE": "1"}, timeout=1500
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "depth × width" in result.stdout
+    points = json.loads((out / "grid.json").read_text())
+    assert {p["series"] for p in points} >= {"trt K=1", "trt K=2", "majority", "rsa N=2 K=2"}
+    for name in ("accuracy_vs_rollouts.png", "accuracy_vs_tokens.png"):
+        assert (out / name).stat().st_size > 1000

@@ -45,9 +45,10 @@ def score(benchmark: Benchmark, result: dict[str, Any], reference: Reference) ->
     return fields
 
 
-def audit_rounds(benchmark: Benchmark, rounds: list[dict[str, Any]], reference: Reference) -> dict[str, list[bool]]:
-    """Per round, from the sealed reference: was the selected answer correct, and had any rollout so far been
-    correct (oracle coverage)? Coverage is not accuracy: it is what a perfect selector could have reached."""
+def audit_rounds(benchmark: Benchmark, rounds: list[dict[str, Any]], reference: Reference) -> dict[str, list[Any]]:
+    """Per round, from the sealed reference: was the selected answer correct, had any rollout so far been
+    correct (oracle coverage; not accuracy: what a perfect selector could have reached), and the mean accuracy
+    of the round's rollouts (RSA's population metric)."""
     verdicts: dict[str, bool] = {}
 
     def correct(answer: str | None) -> bool:
@@ -57,12 +58,14 @@ def audit_rounds(benchmark: Benchmark, rounds: list[dict[str, Any]], reference: 
             verdicts[answer] = benchmark.grade(answer, reference).correct
         return verdicts[answer]
 
-    accuracy, coverage, covered = [], [], False
+    accuracy, coverage, population, covered = [], [], [], False
     for record in sorted(rounds, key=lambda r: r["round"]):
-        covered = covered or any(correct(c.get("answer")) for c in record.get("candidates", []))
+        graded = [correct(c.get("answer")) for c in record.get("candidates", [])]
+        covered = covered or any(graded)
         accuracy.append(correct(record.get("selected_answer")))
         coverage.append(covered)
-    return {"accuracy": accuracy, "coverage": coverage}
+        population.append(sum(graded) / len(graded) if graded else 0.0)
+    return {"accuracy": accuracy, "coverage": coverage, "rollout_mean": population}
 
 
 def _with_ci(values: list[float], seed: int) -> dict[str, float]:
@@ -98,6 +101,7 @@ def summarize(records: list[dict[str, Any]], ledger: dict[str, Any], seed: int =
         summary["rounds"] = {
             "accuracy": [mean(a["accuracy"][t] for a in audits) for t in range(depth)],
             "coverage": [mean(a["coverage"][t] for a in audits) for t in range(depth)],
+            "rollout_mean": [mean(a["rollout_mean"][t] for a in audits) for t in range(depth)],
         }
         rollouts = [
             sum(len(r["candidates"]) for r in rec["details"]["rounds"]) for rec in records if rec.get("details")

@@ -24,6 +24,7 @@ class LedgerEntry(BaseModel):
     problem_id: str = ""
     purpose: str = ""
     sample_index: int = 0
+    step: int | None = None  # the round (TRT) or aggregation step (RSA) a call belongs to
     cached: bool = False
     attempts: int = 0
     prompt_tokens: int = 0

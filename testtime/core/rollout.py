@@ -72,15 +72,26 @@ class RolloutEngine:
         *,
         problem_id: str = "",
         purpose: str = "solve",
+        step: int | None = None,
     ) -> list[Completion]:
-        return list(await asyncio.gather(*(self._one(messages, params, i, problem_id, purpose) for i in range(n))))
+        return list(
+            await asyncio.gather(*(self._one(messages, params, i, problem_id, purpose, step) for i in range(n)))
+        )
 
     async def _one(
-        self, messages: Sequence[Message], params: SamplingParams, index: int, problem_id: str, purpose: str
+        self,
+        messages: Sequence[Message],
+        params: SamplingParams,
+        index: int,
+        problem_id: str,
+        purpose: str,
+        step: int | None,
     ) -> Completion:
         params = params.model_copy(update={"seed": sample_seed(params.seed, index)})
         key = cache_key(self.model_name, messages, params, index)
-        entry = LedgerEntry(model=self.model_name, problem_id=problem_id, purpose=purpose, sample_index=index)
+        entry = LedgerEntry(
+            model=self.model_name, problem_id=problem_id, purpose=purpose, sample_index=index, step=step
+        )
         hit = self.cache.get(key)
         if hit is not None:
             entry.cached = True

@@ -98,7 +98,7 @@ class Method(ABC):
 
 
 METHODS: Registry[Method] = Registry("method")
-_MODULES = ("single", "majority", "trt")
+_MODULES = ("single", "majority", "trt", "rsa")
 
 
 def load_methods() -> None:

@@ -82,7 +82,13 @@ class ExecutionSelector(Selector):
         if "engine" in context:  # sandbox time is compute too: it goes in the same ledger as the model calls
             for report in runs:
                 context["engine"].ledger.record(
-                    LedgerEntry(kind="sandbox", problem_id=problem.id, purpose="selection", seconds=report.seconds)
+                    LedgerEntry(
+                        kind="sandbox",
+                        problem_id=problem.id,
+                        purpose="selection",
+                        seconds=report.seconds,
+                        step=context.get("step"),
+                    )
                 )
         by_program: dict[str, ExecutionReport] = dict(zip(programs, runs, strict=True))
         reports = [by_program[c.answer] for c in runnable if c.answer]
@@ -103,7 +109,12 @@ class ExecutionSelector(Selector):
         )
         params: SamplingParams = context["params"]
         [completion] = await context["engine"].sample(
-            [Message(role="user", content=message)], 1, params, problem_id=problem.id, purpose="tests"
+            [Message(role="user", content=message)],
+            1,
+            params,
+            problem_id=problem.id,
+            purpose="tests",
+            step=context.get("step"),
         )
         parsed = parse_generated(completion.text, self.predicted_outputs)
         suite["parsed"] = len(parsed)

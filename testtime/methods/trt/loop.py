@@ -111,6 +111,7 @@ class TRT(Method):
                     _params(ctx, 0, 0),
                     problem_id=problem.id,
                     purpose="strategies",
+                    step=0,
                 )
                 state.strategies, parsed = parse_strategies(completion.text, k)
                 ctx.checkpoints.append(
@@ -144,6 +145,7 @@ class TRT(Method):
                     _params(ctx, t, j),
                     problem_id=problem.id,
                     purpose="solve",
+                    step=t,
                 )
                 for j in range(k)
             )
@@ -160,7 +162,13 @@ class TRT(Method):
             selection = self._select_math(problem, state, candidates, shuffled, t)
         else:
             pool = ([previous] if previous else []) + shuffled  # elitist: last round's winner competes again
-            context = {"seed": ctx.seed, "engine": ctx.engine, "params": _params(ctx, t, 999), "sandbox": ctx.sandbox}
+            context = {
+                "seed": ctx.seed,
+                "engine": ctx.engine,
+                "params": _params(ctx, t, 999),
+                "sandbox": ctx.sandbox,
+                "step": t,
+            }
             selection = await ExecutionSelector(self.test_inputs).aselect(problem, pool, context)
             chosen = next((c for c in pool if c.index == selection.index), None)
             state.incumbent = chosen or previous
@@ -260,7 +268,12 @@ class TRT(Method):
             k=k,
         )
         [completion] = await ctx.engine.sample(
-            [Message(role="user", content=message)], 1, _params(ctx, t, 1000), problem_id=problem.id, purpose="reflect"
+            [Message(role="user", content=message)],
+            1,
+            _params(ctx, t, 1000),
+            problem_id=problem.id,
+            purpose="reflect",
+            step=t,
         )
         reflection = parse_reflection(completion.text)
         if self.use_knowledge:

@@ -1,0 +1,97 @@
+"""`ablate depth-width` spends exactly the budget it promises, reuses work, and `report` compares at equal budget."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from testtime.core.ledger import read_entries
+from testtime.experiments.ablate import depth_width, plan, planned_calls
+
+BASE = {
+    "bench": "arith",
+    "model": "fake:echo",
+    "limit": 3,
+    "data_dir": None,
+    "temperature": 0.7,
+    "max_tokens": 64,
+    "concurrency": 8,
+    "seed": 0,
+    "api_base": None,
+    "bench_options": {},
+}
+
+
+@pytest.fixture(scope="module")
+def grid(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Any]]:
+    out = tmp_path_factory.mktemp("grid")
+    points, images = depth_width(
+        BASE, out, rounds=3, widths=[1, 2], majority_n=8, rsa=(4, 2, 3), progress=False, log=lambda *_: None
+    )
+    assert all(image.stat().st_size > 1000 for image in images)
+    return out, points
+
+
+def test_every_sub_run_costs_exactly_what_the_grid_planned(grid: tuple[Path, list[Any]]) -> None:
+    out, _ = grid
+    for name, config in plan(BASE, 3, [1, 2], 8, (4, 2, 3)).items():
+        paid = [e for e in read_entries(out / name / "ledger.jsonl") if not e.cached]
+        assert len(paid) == planned_calls(config, problems=3), name
+
+
+def test_points_sit_at_the_promised_rollouts(grid: tuple[Path, list[Any]]) -> None:
+    _, points = grid
+    by_series: dict[str, list[float]] = {}
+    for p in points:
+        by_series.setdefault(p.series, []).append(p.rollouts)
+    assert by_series["trt K=1"] == [1, 2, 3] and by_series["trt K=2"] == [2, 4, 6]
+    assert by_series["majority"] == [1, 2, 4, 8] and by_series["rsa N=4 K=2"] == [4, 8, 12]
+    tokens = [p.tokens for p in points if p.series == "trt K=2"]
+    assert tokens == sorted(tokens) and tokens[0] > 0  # cumulative, from the ledger
+
+
+def test_a_second_invocation_reuses_every_run(grid: tuple[Path, list[Any]]) -> None:
+    out, points = grid
+    before = {name: len((out / name / "ledger.jsonl").read_text().splitlines()) for name in ("trt-K1", "majority")}
+    again, _ = depth_width(
+        BASE, out, rounds=3, widths=[1, 2], majority_n=8, rsa=(4, 2, 3), progress=False, log=lambda *_: None
+    )
+    assert [p.model_dump() for p in again] == [p.model_dump() for p in points]
+    assert before == {name: len((out / name / "ledger.jsonl").read_text().splitlines()) for name in before}
+
+
+def test_report_puts_each_method_beside_majority_at_its_budget(
+    grid: tuple[Path, list[Any]], tmp_path: Path, testtime_cli: Callable[..., Any]
+) -> None:
+    out, _ = grid
+    result = testtime_cli(
+        "report",
+        str(out / "trt-K2"),
+        str(out / "rsa"),
+        str(out / "majority"),
+        "--json",
+        "--out",
+        str(tmp_path / "report"),
+    )
+    assert result.returncode == 0, result.stderr
+    rows = {row["method"]: row for row in json.loads(result.stdout)["runs"]}
+    assert rows["trt"]["same_budget_majority"]["k"] == 6 and rows["trt"]["same_budget_majority"]["exact_budget"]
+    assert rows["rsa"]["same_budget_majority"] == {
+        **rows["rsa"]["same_budget_majority"],
+        "k": 8,
+        "exact_budget": False,
+    }  # 12 rollouts > n=8: said so
+    assert rows["majority"]["same_budget_majority"] is None
+    assert len(rows["trt"]["provenance"]) == 3 and (tmp_path / "report" / "comparison.png").exists()
+
+
+def test_report_on_an_unfinished_run_is_a_clear_error(tmp_path: Path, testtime_cli: Callable[..., Any]) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"run": {}}))
+    result = testtime_cli("report", str(run))
+    assert result.returncode == 2 and "no summary.json yet" in result.stderr

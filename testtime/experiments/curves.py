@@ -1,0 +1,129 @@
+"""Accuracy-versus-compute points from finished runs, all compute read from their ledgers.
+
+A TRT run yields its whole depth curve from the per-round audit; a majority run at n yields maj@k for every
+k ≤ n (unbiased subsampling); an RSA run yields a curve per step (population mean and the vote). Each point
+carries the solver rollouts per problem and the tokens per problem spent up to it, with a bootstrap CI.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from statistics import mean
+from typing import Any
+
+from pydantic import BaseModel
+
+from testtime.benchmarks.metrics import bootstrap_ci, maj_at_k, powers_of_two_upto
+from testtime.core.ledger import read_entries
+from testtime.core.rundir import RunDir
+
+
+class Point(BaseModel):
+    series: str
+    rollouts: float  # solver rollouts per problem
+    tokens: float  # prompt + completion tokens per problem, every call of the method included
+    accuracy: float
+    ci_low: float
+    ci_high: float
+    problems: int
+
+
+def _point(series: str, rollouts: float, tokens: float, per_problem: list[float]) -> Point:
+    low, high = bootstrap_ci(per_problem)
+    return Point(
+        series=series,
+        rollouts=rollouts,
+        tokens=tokens,
+        accuracy=mean(per_problem),
+        ci_low=low,
+        ci_high=high,
+        problems=len(per_problem),
+    )
+
+
+def _load(run: RunDir) -> tuple[dict[str, Any], list[dict[str, Any]], list[Any]]:
+    config = json.loads(run.config_path.read_text())
+    records = run.read_results()
+    paid = [e for e in read_entries(run.ledger_path) if e.kind == "model_call" and not e.cached]
+    return config, records, paid
+
+
+def run_points(path: Path) -> list[Point]:
+    config, records, paid = _load(RunDir(path))
+    method, problems = config["run"]["method"], max(len(records), 1)
+    if method == "majority":
+        n = min(len(r["candidates"]) for r in records)
+        points = []
+        for k in powers_of_two_upto(n):
+            tokens = sum(e.prompt_tokens + e.completion_tokens for e in paid if e.sample_index < k) / problems
+            if "cluster_of" in records[0]:
+                accuracy = [maj_at_k(r["cluster_of"], r["cluster_correct"], k) for r in records]
+            elif k == n:
+                accuracy = [float(r["correct"]) for r in records]  # code: the selection was made at n only
+            else:
+                continue
+            points.append(_point("majority", k, tokens, accuracy))
+        return points
+    if method in ("trt", "rsa"):
+        label = _label(config)
+        depth = min(len(r["round_audit"]["accuracy"]) for r in records)
+        width = len(records[0]["details"]["rounds"][-1]["candidates"])
+        points = []
+        for t in range(depth):
+            step = t + 1
+            tokens = sum(e.prompt_tokens + e.completion_tokens for e in paid if (e.step or 0) <= step) / problems
+            points.append(
+                _point(label, width * step, tokens, [float(r["round_audit"]["accuracy"][t]) for r in records])
+            )
+            if method == "rsa":
+                points.append(
+                    _point(
+                        f"{label} population mean",
+                        width * step,
+                        tokens,
+                        [r["round_audit"]["rollout_mean"][t] for r in records],
+                    )
+                )
+        return points
+    accuracy = [float(r["correct"]) for r in records]
+    tokens = sum(e.prompt_tokens + e.completion_tokens for e in paid) / problems
+    return [_point(method, len(records[0]["candidates"]), tokens, accuracy)]
+
+
+def _label(config: dict[str, Any]) -> str:
+    described = config["method"]
+    if described["name"] == "rsa":
+        return f"rsa N={described['population']} K={described['aggregate']}"
+    return f"trt K={described['rollouts'] or ('default')}"
+
+
+def plot(points: list[Point], out: Path, title: str) -> list[Path]:
+    """Accuracy against rollouts and against tokens, one line per series, CIs as error bars."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    for axis, label in (("rollouts", "solver rollouts per problem"), ("tokens", "tokens per problem")):
+        figure, ax = plt.subplots(figsize=(7, 4.5))
+        for series in dict.fromkeys(p.series for p in points):
+            mine = sorted((p for p in points if p.series == series), key=lambda p: getattr(p, axis))
+            xs = [getattr(p, axis) for p in mine]
+            ys = [p.accuracy for p in mine]
+            errors = [[p.accuracy - p.ci_low for p in mine], [p.ci_high - p.accuracy for p in mine]]
+            ax.errorbar(xs, ys, yerr=errors, marker="o", capsize=3, label=series)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel(label)
+        ax.set_ylabel("accuracy (95% CI)")
+        ax.set_ylim(-0.02, 1.02)  # one scale for every plot, so plots compare at a glance
+        ax.set_title(title)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        path = out / f"accuracy_vs_{axis}.png"
+        figure.tight_layout()
+        figure.savefig(path, dpi=120)
+        plt.close(figure)
+        written.append(path)
+    return written
