@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
-from testtime.core.cache import CompletionCache
+from tests.helpers import solve_with
 from testtime.core.checkpoint import RoundCheckpoints
 from testtime.core.errors import UserError
 from testtime.core.ledger import Ledger
 from testtime.core.records import Message, Problem, SamplingParams
-from testtime.core.rollout import RolloutEngine
-from testtime.methods import MethodContext, ProblemResult
+from testtime.methods import ProblemResult
 from testtime.methods.rsa import RSA
 from testtime.models.fake import FakeModel
 
@@ -37,14 +35,7 @@ def scripted() -> tuple[FakeModel, list[str]]:
 def run(
     model: FakeModel, checkpoints: RoundCheckpoints | None = None, **options: object
 ) -> tuple[ProblemResult, Ledger]:
-    ledger = Ledger()
-    ctx = MethodContext(
-        engine=RolloutEngine(model, model_name="fake:", cache=CompletionCache(None), ledger=ledger),
-        params=SamplingParams(),
-        prompt=lambda p: [Message(role="user", content=p.statement)],
-        checkpoints=checkpoints or RoundCheckpoints(None),
-    )
-    return asyncio.run(RSA(**options).solve(PROBLEM, ctx)), ledger  # type: ignore[arg-type]
+    return solve_with(RSA(**options), model, PROBLEM, checkpoints)  # type: ignore[arg-type]
 
 
 def test_costs_n_times_t_and_aggregates_k_distinct_candidates() -> None:

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from collections.abc import Callable, Sequence
 
-from testtime.core.cache import CompletionCache
+from tests.helpers import solve_with
 from testtime.core.checkpoint import RoundCheckpoints
 from testtime.core.ledger import Ledger
 from testtime.core.records import Message, Problem, SamplingParams
-from testtime.core.rollout import RolloutEngine
-from testtime.methods import MethodContext, ProblemResult
+from testtime.methods import ProblemResult
 from testtime.methods.trt.loop import TRT
 from testtime.models.fake import FakeModel
 
@@ -51,14 +49,7 @@ def scripted(solver: Solver, strategies: str = STRATEGIES, reflection: str = REF
 def run(
     model: FakeModel, problem: Problem = PROBLEM, checkpoints: RoundCheckpoints | None = None, **options: object
 ) -> tuple[ProblemResult, Ledger]:
-    ledger = Ledger()
-    ctx = MethodContext(
-        engine=RolloutEngine(model, model_name="fake:", cache=CompletionCache(None), ledger=ledger),
-        params=SamplingParams(),
-        prompt=lambda p: [Message(role="user", content=p.statement)],
-        checkpoints=checkpoints or RoundCheckpoints(None),
-    )
-    return asyncio.run(TRT(**options).solve(problem, ctx)), ledger  # type: ignore[arg-type]
+    return solve_with(TRT(**options), model, problem, checkpoints)  # type: ignore[arg-type]
 
 
 def earlier_answer(prompt: str) -> str | None:

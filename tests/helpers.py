@@ -1,0 +1,27 @@
+"""Builders shared by test modules (importable as `tests.helpers`)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from testtime.core.cache import CompletionCache
+from testtime.core.checkpoint import RoundCheckpoints
+from testtime.core.ledger import Ledger
+from testtime.core.records import Message, Problem, SamplingParams
+from testtime.core.rollout import RolloutEngine
+from testtime.methods import Method, MethodContext, ProblemResult
+from testtime.models.fake import FakeModel
+
+
+def solve_with(
+    method: Method, model: FakeModel, problem: Problem, checkpoints: RoundCheckpoints | None = None
+) -> tuple[ProblemResult, Ledger]:
+    """Solve one problem with a scripted model, in memory; returns the result and the ledger."""
+    ledger = Ledger()
+    ctx = MethodContext(
+        engine=RolloutEngine(model, model_name="fake:", cache=CompletionCache(None), ledger=ledger),
+        params=SamplingParams(),
+        prompt=lambda p: [Message(role="user", content=p.statement)],
+        checkpoints=checkpoints or RoundCheckpoints(None),
+    )
+    return asyncio.run(method.solve(problem, ctx)), ledger
