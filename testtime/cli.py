@@ -46,7 +46,7 @@ def _add_subcommands() -> None:
 
 @app.command()
 def run(
-    method: Annotated[str, Opt(help="single | majority (see `testtime list`)")] = "majority",
+    method: Annotated[str, Opt(help="single | majority | trt | rsa (see `testtime list`)")] = "majority",
     bench: Annotated[str, Opt(help="aime24 | aime25 | amc23 | math500 | arith | lcb-v6")] = "arith",
     model: Annotated[str, Opt(help="hf:<path|alias>, litellm:<provider/model>, vllm:<path>, fake:...")] = DEFAULT_MODEL,
     n: Annotated[int | None, Opt(help="samples per problem (majority default 8; single is always 1)")] = None,
@@ -57,7 +57,9 @@ def run(
     max_tokens: Annotated[int, Opt(help="max new tokens per sample")] = 512,
     concurrency: Annotated[int, Opt(help="model calls in flight (also the local batch size)")] = 16,
     out: Annotated[Path | None, Opt(help="run directory (default runs/<time>-<method>-<bench>-<model>)")] = None,
-    resume: Annotated[Path | None, Opt(help="continue a killed run in this directory; other flags ignored")] = None,
+    resume: Annotated[
+        Path | None, Opt(help="continue a killed or stopped run here; only --max-cost/--max-tokens-total may change")
+    ] = None,
     replay: Annotated[Path | None, Opt(help="re-score a run from its cache, making no model call")] = None,
     data_dir: Annotated[str | None, Opt(help="folder with <bench>.jsonl (or $TESTTIME_DATA_DIR); default: hub")] = None,
     bench_opt: Annotated[list[str] | None, Opt("--bench-opt", help="benchmark option KEY=VALUE, repeatable")] = None,
