@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import json
+from pathlib import Path
+from typing import Any
 
 from testtime.core.cache import CompletionCache
 from testtime.core.checkpoint import RoundCheckpoints
@@ -11,6 +14,11 @@ from testtime.core.records import Message, Problem, SamplingParams
 from testtime.core.rollout import RolloutEngine
 from testtime.methods import Method, MethodContext, ProblemResult
 from testtime.models.fake import FakeModel
+
+
+def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
 
 
 def solve_with(

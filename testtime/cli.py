@@ -83,8 +83,10 @@ def run(
     quiet: Annotated[bool, Opt(help="no progress bar")] = False,
 ) -> None:
     """Run a method on a benchmark; results, ledger, cache and summary go to a run directory."""
+    from pydantic import ValidationError
+
     from testtime.core.rundir import RunDir
-    from testtime.experiments.config import RunConfig, parse_options
+    from testtime.experiments.config import RunConfig, first_error, parse_options
     from testtime.experiments.display import console, results_console, summary_table, warnings_for
     from testtime.experiments.run import execute, start_run
 
@@ -145,10 +147,9 @@ def run(
                 api_key_env=api_key_env,
                 sandbox=sandbox,
             )
-        except ValueError as exc:
-            raise UserError(
-                str(exc).splitlines()[-1] if "validation error" not in str(exc) else _first_validation_error(exc)
-            ) from None
+        except ValidationError as exc:
+            where, message = first_error(exc)
+            raise UserError(f"--{where.replace('_', '-')}: {message}") from None
         (target, parts), replay_of = start_run(config, out), None
     console.print(f"run directory: [bold]{target.path}[/bold]", soft_wrap=True)
     try:
@@ -170,14 +171,6 @@ def run(
             soft_wrap=True,
         )
     console.print(f"summary: {target.summary_path}", soft_wrap=True)
-
-
-def _first_validation_error(exc: Exception) -> str:
-    errors = getattr(exc, "errors", lambda: [])()
-    if not errors:
-        return str(exc)
-    first = errors[0]
-    return f"--{str(first['loc'][0]).replace('_', '-')}: {first['msg']}"
 
 
 @app.command()

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import write_jsonl
 from testtime.core.ledger import read_entries
 
 SCRATCH = Path(tempfile.mkdtemp(prefix="testtime-cli-"))  # cwd of every command: ./runs lands here
@@ -113,17 +114,13 @@ def test_replay_rescoring_makes_no_model_call(tmp_path: Path) -> None:
 
 
 def test_grade_json_for_predictions_from_any_system(tmp_path: Path, shared_data: Path) -> None:
-    predictions = tmp_path / "p.jsonl"
-    predictions.write_text(
-        "\n".join(
-            json.dumps(r)
-            for r in [
-                {"id": "aime24-I-1", "prediction": "The walk takes \\boxed{204} minutes."},
-                {"id": "aime24-I-2", "prediction": "024"},
-                {"id": "aime24-I-3", "prediction": "no box, maybe 55"},
-            ]
-        )
-        + "\n"
+    predictions = write_jsonl(
+        tmp_path / "p.jsonl",
+        [
+            {"id": "aime24-I-1", "prediction": "The walk takes \\boxed{204} minutes."},
+            {"id": "aime24-I-2", "prediction": "024"},
+            {"id": "aime24-I-3", "prediction": "no box, maybe 55"},
+        ],
     )
     result = cli(
         "grade", "--bench", "aime24", "--predictions", str(predictions), "--data-dir", str(shared_data), "--json"
@@ -183,20 +180,13 @@ def test_list_names_every_registered_thing() -> None:
 
 
 def test_grade_code_predictions_in_the_sandbox(tmp_path: Path, shared_data: Path, open_sandbox_or_skip: object) -> None:
-    predictions = tmp_path / "p.jsonl"
-    predictions.write_text(
-        "\n".join(
-            json.dumps(r)
-            for r in [
-                {
-                    "id": "abc387_a",
-                    "prediction": "```python\na, b = map(int, input().split())\nprint((a + b) ** 2)\n```",
-                },
-                {"id": "abc387_b", "prediction": "print(0)"},
-                {"id": "3731", "prediction": "I could not solve it."},
-            ]
-        )
-        + "\n"
+    predictions = write_jsonl(
+        tmp_path / "p.jsonl",
+        [
+            {"id": "abc387_a", "prediction": "```python\na, b = map(int, input().split())\nprint((a + b) ** 2)\n```"},
+            {"id": "abc387_b", "prediction": "print(0)"},
+            {"id": "3731", "prediction": "I could not solve it."},
+        ],
     )
     result = cli(
         "grade", "--bench", "lcb-v6", "--predictions", str(predictions), "--data-dir", str(shared_data), "--json"

@@ -40,9 +40,14 @@ class RunConfig(BaseModel):
         try:
             return cls.model_validate(saved.get("run"))
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "run"
-            raise UserError(f"malformed config in {source}: {where}: {first['msg']}") from None
+            where, message = first_error(exc)
+            raise UserError(f"malformed config in {source}: {where or 'run'}: {message}") from None
+
+
+def first_error(exc: ValidationError) -> tuple[str, str]:
+    """The first problem pydantic found, as (dotted field path, message): one line for the user."""
+    first = exc.errors()[0]
+    return ".".join(str(p) for p in first["loc"]), first["msg"]
 
 
 def versions() -> dict[str, str]:

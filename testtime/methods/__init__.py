@@ -35,6 +35,11 @@ class MethodContext:
     sandbox: Sandbox | None = None  # code problems: where candidates and generated tests run
     checkpoints: RoundCheckpoints = field(default_factory=lambda: RoundCheckpoints(None))  # multi-round state
 
+    def params_for(self, step: int, slot: int) -> SamplingParams:
+        """Sampling params with a seed of their own for one call of a multi-step method (its step and slot),
+        so no step replays another from the completion cache."""
+        return self.params.model_copy(update={"seed": (self.seed * 1_000_003 + step * 1009 + slot) % 2**31})
+
 
 class ProblemResult(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -48,6 +53,11 @@ class ProblemResult(BaseModel):
 
 class MethodResult(BaseModel):
     results: list[ProblemResult]
+
+
+def option_flag(value: bool | str) -> bool:
+    """A boolean method option, given as a bool or as text from --method-opt KEY=VALUE."""
+    return value if isinstance(value, bool) else value.strip().lower() in ("1", "true", "yes", "on")
 
 
 def make_candidates(problem: Problem, completions: Sequence[Completion]) -> list[Candidate]:

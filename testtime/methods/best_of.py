@@ -8,7 +8,7 @@ from typing import Any
 
 from testtime.core.errors import UserError
 from testtime.core.records import Candidate, Problem, Selection
-from testtime.methods import MethodContext
+from testtime.methods import MethodContext, option_flag
 from testtime.selectors.execution import ExecutionSelector
 from testtime.selectors.majority import MajoritySelector
 
@@ -22,7 +22,7 @@ class BestOf:
         except ValueError:
             raise UserError(f"test_inputs must be an integer, not '{test_inputs}'") from None
         self.vote = MajoritySelector(tie_policy)
-        self.execution = ExecutionSelector(inputs, str(predicted_outputs).lower() in ("1", "true", "yes"))
+        self.execution = ExecutionSelector(inputs, option_flag(predicted_outputs))
 
     def describe(self) -> dict[str, Any]:
         return {

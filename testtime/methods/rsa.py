@@ -95,9 +95,10 @@ class RSA(Method):
             shown = "\n\n".join(f"#### Candidate {i + 1}\n{c.text[-EXCERPT:]}" for i, c in enumerate(picked))
             section = AGGREGATE.format(candidates=shown, ending=ENDINGS[problem.domain])
             messages = [*base[:-1], Message(role=base[-1].role, content=f"{base[-1].content}\n\n{section}")]
-            params = ctx.params.model_copy(update={"seed": (ctx.seed * 1_000_003 + step * 1009 + slot) % 2**31})
             requests.append(
-                ctx.engine.sample(messages, 1, params, problem_id=problem.id, purpose="aggregate", step=step)
+                ctx.engine.sample(
+                    messages, 1, ctx.params_for(step, slot), problem_id=problem.id, purpose="aggregate", step=step
+                )
             )
         completions = [r[0] for r in await asyncio.gather(*requests)]
         return [

@@ -23,9 +23,9 @@ from pydantic import BaseModel, ConfigDict
 
 from testtime.core.answers import cluster_answers, equivalent
 from testtime.core.errors import UserError
-from testtime.core.records import Candidate, Message, Problem, SamplingParams, Selection
+from testtime.core.records import Candidate, Message, Problem, Selection
 from testtime.knowledge import KnowledgeList
-from testtime.methods import METHODS, Method, MethodContext, ProblemResult, make_candidates
+from testtime.methods import METHODS, Method, MethodContext, ProblemResult, make_candidates, option_flag
 from testtime.methods.trt import prompts
 from testtime.methods.trt.parsing import Strategy, error_report, parse_reflection, parse_strategies
 from testtime.selectors.exclusivity import ExclusivitySelector
@@ -45,15 +45,6 @@ class TRTState(BaseModel):
     incumbent: Candidate | None = None
     rejected: list[dict[str, Any]] = []  # math: {"answer", "reason", "round"}
     support: dict[str, int] = {}  # math: answer → rollouts behind it so far
-
-
-def _params(ctx: MethodContext, round_: int, slot: int) -> SamplingParams:
-    """Every call of a problem gets its own seed (round, slot), so no round replays another from the cache."""
-    return ctx.params.model_copy(update={"seed": (ctx.seed * 1_000_003 + round_ * 1009 + slot) % 2**31})
-
-
-def _flag(value: bool | str) -> bool:
-    return value if isinstance(value, bool) else value.lower() in ("1", "true", "yes", "on")
 
 
 @METHODS.register("trt", help="test-time recursive thinking: --rounds T, --rollouts K, knowledge, strategies")
@@ -79,7 +70,7 @@ class TRT(Method):
         if self.rounds < 1 or (self.rollouts is not None and self.rollouts < 1):
             raise UserError("trt: rounds and rollouts must be at least 1")
         self.exclusivity = ExclusivitySelector(exclusivity_rule)
-        self.use_strategies, self.use_knowledge = _flag(strategies), _flag(knowledge)
+        self.use_strategies, self.use_knowledge = option_flag(strategies), option_flag(knowledge)
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -108,7 +99,7 @@ class TRT(Method):
                 [completion] = await ctx.engine.sample(
                     [Message(role="user", content=prompts.STRATEGIES.format(k=k, problem=problem.statement))],
                     1,
-                    _params(ctx, 0, 0),
+                    ctx.params_for(0, 0),
                     problem_id=problem.id,
                     purpose="strategies",
                     step=0,
@@ -142,7 +133,7 @@ class TRT(Method):
                 ctx.engine.sample(
                     self._solver_messages(base, problem, state, j),
                     1,
-                    _params(ctx, t, j),
+                    ctx.params_for(t, j),
                     problem_id=problem.id,
                     purpose="solve",
                     step=t,
@@ -165,7 +156,7 @@ class TRT(Method):
             context = {
                 "seed": ctx.seed,
                 "engine": ctx.engine,
-                "params": _params(ctx, t, 999),
+                "params": ctx.params_for(t, 999),
                 "sandbox": ctx.sandbox,
                 "step": t,
             }
@@ -270,7 +261,7 @@ class TRT(Method):
         [completion] = await ctx.engine.sample(
             [Message(role="user", content=message)],
             1,
-            _params(ctx, t, 1000),
+            ctx.params_for(t, 1000),
             problem_id=problem.id,
             purpose="reflect",
             step=t,
