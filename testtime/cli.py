@@ -46,7 +46,7 @@ def _add_subcommands() -> None:
 
 @app.command()
 def run(
-    method: Annotated[str, Opt(help="single | majority | trt | rsa (see `testtime list`)")] = "majority",
+    method: Annotated[str, Opt(help="single | majority | trt | rsa | ttrl (see `testtime list`)")] = "majority",
     bench: Annotated[str, Opt(help="aime24 | aime25 | amc23 | math500 | arith | lcb-v6")] = "arith",
     model: Annotated[str, Opt(help="hf:<path|alias>, litellm:<provider/model>, vllm:<path>, fake:...")] = DEFAULT_MODEL,
     n: Annotated[int | None, Opt(help="samples per problem (majority default 8; single is always 1)")] = None,
@@ -78,11 +78,20 @@ def run(
     knowledge_cap: Annotated[int | None, Opt(help="trt: max active knowledge items (default 5)")] = None,
     no_strategies: Annotated[bool, Opt("--no-strategies", help="trt ablation: no per-rollout strategies")] = False,
     no_knowledge: Annotated[bool, Opt("--no-knowledge", help="trt ablation: no knowledge list")] = False,
+    preset: Annotated[str | None, Opt(help="ttrl: paper (default) | cpu (the 2-core miniature)")] = None,
+    steps: Annotated[int | None, Opt(help="ttrl: rollout steps (default: epochs over the problems)")] = None,
+    n_vote: Annotated[int | None, Opt(help="ttrl: samples voted per prompt (paper 64)")] = None,
+    n_train: Annotated[int | None, Opt(help="ttrl: samples trained on per prompt (paper 32)")] = None,
+    lr: Annotated[float | None, Opt(help="ttrl: learning rate (paper 5e-7)")] = None,
     max_cost: Annotated[float | None, Opt(help="stop cleanly at this spend (USD); resume with a larger one")] = None,
     max_tokens_total: Annotated[int | None, Opt(help="stop cleanly at this many tokens; resumable")] = None,
     quiet: Annotated[bool, Opt(help="no progress bar")] = False,
 ) -> None:
-    """Run a method on a benchmark; results, ledger, cache and summary go to a run directory."""
+    """Run a method on a benchmark; results, ledger, cache and summary go to a run directory.
+
+    ttrl trains the local model on the problems (label-free) and evaluates it before and after; try
+    `--method ttrl --preset cpu` on the embedded model.
+    """
     from pydantic import ValidationError
 
     from testtime.core.rundir import RunDir
@@ -138,6 +147,11 @@ def run(
                         knowledge_cap=knowledge_cap,
                         strategies=False if no_strategies else None,
                         knowledge=False if no_knowledge else None,
+                        preset=preset,
+                        steps=steps,
+                        n_vote=n_vote,
+                        n_train=n_train,
+                        lr=lr,
                     ),
                     "--method-opt",
                 ),

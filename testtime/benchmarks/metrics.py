@@ -12,6 +12,8 @@ import math
 import random
 from collections.abc import Sequence
 
+from testtime.core.answers import cluster_answers
+
 EXACT_SUBSETS = 20_000
 MONTE_CARLO_DRAWS = 5_000
 
@@ -52,3 +54,14 @@ def maj_at_k(cluster_of: Sequence[int], cluster_correct: Sequence[bool], k: int,
 
 def powers_of_two_upto(n: int) -> list[int]:
     return [2**i for i in range(n.bit_length()) if 2**i <= n]
+
+
+def vote_clusters(answers: Sequence[str | None], correct: Sequence[bool]) -> tuple[list[int], list[bool]]:
+    """Each sample's cluster of equivalent answers (-1 for no answer) and each cluster's correctness: the
+    inputs maj@k needs."""
+    cluster_of, cluster_correct = [-1] * len(answers), []
+    for cid, members in enumerate(cluster_answers(answers)):
+        for i in members:
+            cluster_of[i] = cid
+        cluster_correct.append(correct[members[0]])
+    return cluster_of, cluster_correct

@@ -11,8 +11,8 @@ from statistics import mean
 from typing import Any
 
 from testtime.benchmarks.base import Benchmark
-from testtime.benchmarks.metrics import bootstrap_ci, maj_at_k, powers_of_two_upto
-from testtime.core.answers import cluster_answers
+from testtime.benchmarks.metrics import bootstrap_ci, maj_at_k, powers_of_two_upto, vote_clusters
+from testtime.benchmarks.ttrl_audit import audit_ttrl, summarize_ttrl
 from testtime.core.records import Reference
 
 
@@ -34,13 +34,12 @@ def score(benchmark: Benchmark, result: dict[str, Any], reference: Reference) ->
     rounds = result.get("details", {}).get("rounds")
     if rounds:
         fields["round_audit"] = audit_rounds(benchmark, rounds, reference)
+    ttrl = result.get("details", {}).get("ttrl")
+    if ttrl:
+        fields["ttrl_audit"] = audit_ttrl(benchmark, ttrl, reference)
     # maj@k needs answer equivalence (programs have none) and independent samples (rounds condition on each other)
     if benchmark.domain == "math" and not rounds:
-        cluster_of, cluster_correct = [-1] * len(answers), []
-        for cid, members in enumerate(cluster_answers(answers)):
-            for i in members:
-                cluster_of[i] = cid
-            cluster_correct.append(fields["sample_correct"][members[0]])
+        cluster_of, cluster_correct = vote_clusters(answers, fields["sample_correct"])
         fields.update(cluster_of=cluster_of, cluster_correct=cluster_correct)
     return fields
 
@@ -108,6 +107,8 @@ def summarize(records: list[dict[str, Any]], ledger: dict[str, Any], seed: int =
         ]
         # The fair baseline spends the same solver rollouts on independent samples: majority at n = T·K.
         summary["same_budget_majority_n"] = round(mean(rollouts)) if rollouts else None
+    if any(r.get("ttrl_audit") for r in records):
+        summary["ttrl"] = summarize_ttrl(records, seed)
     summary["prediction_status"] = dict(Counter(r.get("status", "") for r in records))
     if any("sample_status" in r for r in records):
         summary["sample_status"] = dict(Counter(s for r in records for s in r.get("sample_status", [])))

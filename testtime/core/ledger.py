@@ -34,6 +34,7 @@ class LedgerEntry(BaseModel):
     error: str | None = None
     seconds: float = 0.0  # sandbox or training wall time
     train_tokens: int = 0
+    flops: float | None = None  # training steps: an estimate (6·params·tokens and friends), never measured
 
 
 @dataclass
@@ -50,6 +51,8 @@ class LedgerTotals:
     sandbox_seconds: float = 0.0
     train_steps: int = 0
     train_tokens: int = 0
+    train_flops: float = 0.0
+    train_seconds: float = 0.0
 
     def add(self, e: LedgerEntry) -> None:
         if e.kind == "sandbox":
@@ -58,6 +61,8 @@ class LedgerTotals:
         if e.kind == "train_step":
             self.train_steps += 1
             self.train_tokens += e.train_tokens
+            self.train_flops += e.flops or 0.0
+            self.train_seconds += e.seconds
             return
         if e.cached:
             self.cache_hits += 1

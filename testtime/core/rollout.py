@@ -62,6 +62,7 @@ class RolloutEngine:
         self.ledger = ledger
         self.retry = retry or RetryPolicy()
         self.max_cost_usd, self.max_tokens_total = max_cost_usd, max_tokens_total
+        self.concurrency = concurrency
         self._slots = asyncio.Semaphore(concurrency)
 
     async def sample(

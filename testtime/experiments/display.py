@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from statistics import mean
 from typing import Any
 
 from rich.console import Console
@@ -85,6 +86,7 @@ def summary_table(summary: dict[str, Any], title: str) -> Table:
         table.add_row("oracle coverage by round", " ".join(f"{v:.2f}" for v in summary["rounds"]["coverage"]))
         if summary.get("same_budget_majority_n"):
             table.add_row("same-budget baseline", f"--method majority --n {summary['same_budget_majority_n']}")
+    _ttrl_rows(table, summary.get("ttrl"))
     for key, label in (("prediction_status", "predictions by status"), ("sample_status", "samples by status")):
         if summary.get(key):
             table.add_row(label, ", ".join(f"{k} {v}" for k, v in sorted(summary[key].items())))
@@ -97,11 +99,33 @@ def summary_table(summary: dict[str, Any], title: str) -> Table:
         table.add_row("cost", f"${ledger['cost_usd']:.4f}" + ("" if ledger["cost_known"] else " (some prices unknown)"))
         if ledger.get("sandbox_seconds"):
             table.add_row("sandbox seconds (selection)", f"{ledger['sandbox_seconds']:.1f}")
+        if ledger.get("train_steps"):
+            table.add_row(
+                "training (steps, tokens, FLOPs est.)",
+                f"{ledger['train_steps']}, {ledger['train_tokens']:,}, {ledger.get('train_flops', 0):.2e}",
+            )
     if "calls_per_problem" in summary:
         table.add_row("model calls per problem", f"{summary['calls_per_problem']:.1f}")
     if "wall_s" in summary:
         table.add_row("wall time", f"{summary['wall_s']:.1f} s")
     return table
+
+
+def _ttrl_rows(table: Table, ttrl: dict[str, Any] | None) -> None:
+    """Before beside after (TTRL): the accuracy rows above are the trained model's."""
+    if not ttrl:
+        return
+    table.add_row("ttrl: pass@1 before training", _ci(ttrl["pass@1_before"]))
+    table.add_row("ttrl: pass@1 after training", _ci(ttrl["pass@1_after"]))
+    table.add_row("ttrl: gain (paired, 95% CI)", _ci(ttrl["pass@1_gain"]))
+    if "greedy_before" in ttrl and "greedy_after" in ttrl:
+        table.add_row("ttrl: greedy before → after", f"{ttrl['greedy_before']:.3f} → {ttrl['greedy_after']:.3f}")
+    for k, value in ttrl.get("maj@k_before", {}).items():
+        table.add_row(f"ttrl: base maj@{k} (same samples)", f"{value:.3f}")
+    per_step = ttrl.get("per_step", {})
+    if per_step.get("step"):
+        table.add_row("ttrl audit: label accuracy (mean)", f"{mean(per_step['label_correct']):.3f}")
+        table.add_row("ttrl audit: reward accuracy (mean)", f"{mean(per_step['reward_accuracy']):.3f}")
 
 
 def warnings_for(summary: dict[str, Any]) -> list[str]:

@@ -135,6 +135,7 @@ def execute(
         n=config.n,
         seed=config.seed,
         sandbox=parts.sandbox,
+        workdir=run.path,
     )
     started = time.perf_counter()
     stopped = None

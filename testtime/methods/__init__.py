@@ -1,4 +1,4 @@
-"""Methods, registered by name: `single`, `majority` (and `trt`, `ttrl`, `rsa` as they land).
+"""Methods, registered by name: `single`, `majority`, `trt`, `rsa`, `ttrl`.
 
 Contract: `run(problems, ctx) -> MethodResult`. A method sees `Problem`s and a `MethodContext`; neither
 can reach a `Reference` (architecture invariant 1). Methods never import `testtime.benchmarks`.
@@ -11,6 +11,7 @@ import importlib
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -34,6 +35,7 @@ class MethodContext:
     problem_concurrency: int = 256
     sandbox: Sandbox | None = None  # code problems: where candidates and generated tests run
     checkpoints: RoundCheckpoints = field(default_factory=lambda: RoundCheckpoints(None))  # multi-round state
+    workdir: Path | None = None  # the run directory, for methods that write artefacts (TTRL's checkpoints)
 
     def params_for(self, step: int, slot: int) -> SamplingParams:
         """Sampling params with a seed of their own for one call of a multi-step method (its step and slot),
@@ -108,7 +110,7 @@ class Method(ABC):
 
 
 METHODS: Registry[Method] = Registry("method")
-_MODULES = ("single", "majority", "trt", "rsa")
+_MODULES = ("single", "majority", "trt", "rsa", "ttrl")
 
 
 def load_methods() -> None:

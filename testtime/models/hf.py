@@ -104,6 +104,10 @@ class HFModel(LanguageModel):
     async def generate(self, messages: Sequence[Message], n: int, params: SamplingParams) -> list[Completion]:
         return await self._batcher.submit(messages, n, params)
 
+    async def aclose(self) -> None:
+        """Drop the weights (a TTRL run frees the base model before its trainer loads one); reloads on use."""
+        self._model = self._tokenizer = None
+
     def _run_batch(self, rows: list[BatchRow]) -> list[list[Completion]]:
         import torch
 

@@ -1,0 +1,106 @@
+"""TTRL's TRL reward function on grouped completions, its step log, and the label-free monitor."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from testtime.core.ledger import Ledger
+from testtime.methods.ttrl.monitor import CollapseAlarm, LabelHistory
+from testtime.methods.ttrl.reward import StepLog, VoteReward
+from testtime.methods.ttrl.settings import TTRLSettings
+
+
+def _reward(tmp_path, **overrides):
+    settings = TTRLSettings.from_options({"preset": "cpu", "n_vote": 4, "n_train": 4, **overrides})
+    log = StepLog(tmp_path / "steps.jsonl", Ledger(tmp_path / "ledger.jsonl"), "hf:test+ttrl")
+    return VoteReward(settings, log), log
+
+
+def _batch(groups):
+    """TRL's layout: each prompt's completions consecutive, conversational messages, dataset columns aligned."""
+    prompts, completions, ids, pids = [], [], [], []
+    for pid, texts in groups:
+        for text in texts:
+            prompts.append([{"role": "user", "content": f"question {pid}"}])
+            completions.append([{"role": "assistant", "content": text}])
+            ids.append(list(range(len(text.split()))))
+            pids.append(pid)
+    return {"prompts": prompts, "completions": completions, "completion_ids": ids, "problem_id": pids}
+
+
+def test_each_group_votes_on_its_own_and_rewards_agreement(tmp_path):
+    reward, log = _reward(tmp_path)
+    batch = _batch(
+        [
+            ("p1", ["\\boxed{3}", "\\boxed{3}", "\\boxed{4}", "no answer here"]),
+            ("p2", ["\\boxed{9}", "\\boxed{8}", "\\boxed{8}", "\\boxed{8}"]),
+        ]
+    )
+    rewards = reward(**batch, trainer_state=SimpleNamespace(global_step=0), log_metric=print)
+    assert rewards == [1.0, 1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0]
+    assert [v["label"] for v in log.pending] == ["3", "8"]
+    assert log.pending[0]["answers"] == ["3", "3", "4", None]
+    assert log.stats["majority_ratio"] == pytest.approx((0.5 + 0.75) / 2)
+    assert log.stats["no_answer_rate"] == pytest.approx(0.125)
+    assert log.ledger.totals.calls == 8  # every training rollout is a ledger line
+
+
+def test_label_flips_are_tracked_across_steps(tmp_path):
+    reward, log = _reward(tmp_path)
+    reward(**_batch([("p1", ["\\boxed{3}"] * 3 + ["\\boxed{4}"])]), trainer_state=None)
+    assert log.pending[-1]["flipped"] is None  # first visit
+    reward(**_batch([("p1", ["\\boxed{4}"] * 3 + ["\\boxed{3}"])]), trainer_state=None)
+    assert log.pending[-1]["flipped"] is True
+    assert log.stats["label_flip_rate"] == 1.0
+
+
+def test_extra_votes_decide_the_label_but_are_not_rewarded(tmp_path):
+    reward, log = _reward(tmp_path, n_vote=6, n_train=2)
+    # the two trained samples split 1-1; four extra votes for "5" settle it
+    reward.extra_votes = lambda prompts, k: [[("\\boxed{5}", 3)] * k for _ in prompts]
+    rewards = reward(**_batch([("p1", ["\\boxed{5}", "\\boxed{6}"])]), trainer_state=None)
+    assert rewards == [1.0, 0.0]
+    assert log.pending[0]["label"] == "5" and log.pending[0]["answers"] == ["5", "6"]
+    assert log.ledger.totals.calls == 6  # 2 rollouts and 4 extra votes
+
+
+def test_a_group_that_mixes_prompts_is_refused(tmp_path):
+    reward, _ = _reward(tmp_path, n_vote=2, n_train=2)
+    batch = _batch([("p1", ["\\boxed{1}"]), ("p2", ["\\boxed{1}"])])
+    with pytest.raises(RuntimeError, match="mixes prompts"):
+        reward(**batch, trainer_state=None)
+
+
+def test_resume_reloads_the_label_history(tmp_path):
+    reward, log = _reward(tmp_path)
+    reward(**_batch([("p1", ["\\boxed{3}"] * 4)]), trainer_state=None)
+    log.write({"step": 3, "votes": log.pending})
+    fresh = StepLog(tmp_path / "steps.jsonl", Ledger(None), "m")
+    assert fresh.resume() == 3
+    assert fresh.history.flipped("p1", log.pending[0]["label_key"]) is False
+
+
+def test_label_history_reports_first_visit_as_unknown():
+    history = LabelHistory()
+    assert history.flipped("a", "1") is None
+    assert history.flipped("a", "1") is False
+    assert history.flipped("a", None) is True
+
+
+def _steps(n, ratio, entropy, length):
+    return [{"majority_ratio": ratio, "entropy": entropy, "mean_length": length}] * n
+
+
+def test_collapse_alarm_needs_all_three_signals():
+    healthy_learning = CollapseAlarm(window=3)
+    for s in _steps(3, 0.6, 0.5, 100) + _steps(3, 0.99, 0.01, 100):  # certain, but not terse
+        assert healthy_learning.update(s) is None
+    collapsing = CollapseAlarm(window=3)
+    fired = [collapsing.update(s) for s in _steps(3, 0.6, 0.5, 100) + _steps(3, 0.99, 0.01, 20)]
+    assert fired[:-1] == [None] * 5 and fired[-1] and "collapse" in fired[-1]
+
+
+def test_collapse_alarm_ignores_steps_without_the_signals():
+    alarm = CollapseAlarm(window=1)
+    assert alarm.update({"majority_ratio": 1.0}) is None
+    assert alarm.history == []

@@ -1,0 +1,135 @@
+"""`ttrl`: test-time reinforcement learning (arXiv 2504.16084) on the unlabeled problems themselves.
+
+The run: evaluate the base model (avg@k at T=0.6 / top-p 0.95, greedy; the base maj@k comes from the same
+samples), train with the vote reward (`vote.py`, TRL on one node: `trl_backend.py`; verl on a cluster:
+`verl/`), then evaluate the trained model by the same protocol. The method never sees a label: votes are
+written per problem under `details["ttrl"]["votes"]`, and the scorer audits them against the sealed
+references (label accuracy, reward accuracy, ground-truth ratio) outside the method.
+
+Options (flags or `--method-opt KEY=VALUE`, see `settings.py`): `--preset paper|cpu`, `--steps`, `--n-vote`,
+`--n-train`, `--lr`, and every field of `TTRLSettings`. Weights must be local: `--model hf:<folder|alias>`
+(or `vllm:<folder>` on a GPU, whose evaluation then runs on vLLM too).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from testtime.core.errors import UserError
+from testtime.core.records import Candidate, Problem, SamplingParams
+from testtime.core.rollout import RolloutEngine
+from testtime.methods import METHODS, Method, MethodContext, ProblemResult, make_candidates
+from testtime.methods.ttrl.settings import TTRLSettings
+from testtime.methods.ttrl.trl_backend import require_trl, train_ttrl
+from testtime.models import resolve_model
+
+LOCAL_PROVIDERS = ("hf", "vllm")
+
+
+@METHODS.register("ttrl", help="test-time RL: vote a pseudo-label, GRPO on agreement (TRL); --preset paper|cpu")
+class TTRL(Method):
+    name = "ttrl"
+
+    def __init__(self, **options: Any) -> None:
+        self.settings = TTRLSettings.from_options(options)
+        require_trl()
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "backend": "trl", **self.settings.model_dump()}
+
+    async def solve(self, problem: Problem, ctx: MethodContext) -> ProblemResult:
+        raise UserError("ttrl trains on the whole problem set at once; it has no per-problem solve")
+
+    async def stream(self, problems: Sequence[Problem], ctx: MethodContext) -> AsyncIterator[ProblemResult]:
+        provider = ctx.engine.model_name.partition(":")[0]
+        model = ctx.engine.model
+        if provider not in LOCAL_PROVIDERS or model is None or not hasattr(model, "path"):
+            raise UserError("ttrl updates weights: it needs --model hf:<folder|alias> or vllm:<folder>")
+        if ctx.workdir is None:
+            raise UserError("ttrl needs a run directory for its checkpoints")
+        if any(p.domain != "math" for p in problems):
+            raise UserError("ttrl's vote needs answers that can be compared: use a math benchmark")
+        before = await self._evaluate(problems, ctx, ctx.engine, "eval_before")
+        await model.aclose()  # free the base weights before the trainer loads its own copy
+        final = await asyncio.to_thread(
+            train_ttrl,
+            model.path,
+            problems,
+            ctx.prompt,
+            self.settings,
+            ctx.workdir,
+            ctx.engine.ledger,
+            ctx.engine.model_name,
+            ctx.seed,
+        )
+        trained = resolve_model(f"{provider}:{final}", max_batch=ctx.engine.concurrency)
+        engine = RolloutEngine(
+            trained,
+            model_name=f"{ctx.engine.model_name}+ttrl",
+            cache=ctx.engine.cache,
+            ledger=ctx.engine.ledger,
+            concurrency=ctx.engine.concurrency,
+        )
+        try:
+            after = await self._evaluate(problems, ctx, engine, "eval_after")
+        finally:
+            await trained.aclose()
+        votes = _votes_by_problem(ctx.workdir / "ttrl" / "steps.jsonl")
+        for problem in problems:
+            samples, greedy = after[problem.id]
+            base_samples, base_greedy = before[problem.id]
+            yield ProblemResult(
+                problem_id=problem.id,
+                prediction=greedy.answer if greedy else None,
+                candidates=samples,
+                details={
+                    "ttrl": {
+                        "before": {
+                            "answers": [c.answer for c in base_samples],
+                            "greedy": base_greedy.answer if base_greedy else None,
+                        },
+                        "greedy_after": greedy.answer if greedy else None,
+                        "votes": votes.get(problem.id, []),
+                    }
+                },
+            )
+
+    async def _evaluate(
+        self, problems: Sequence[Problem], ctx: MethodContext, engine: RolloutEngine, purpose: str
+    ) -> dict[str, tuple[list[Candidate], Candidate | None]]:
+        """The paper's protocol: k samples at the evaluation temperature, and one greedy answer."""
+        s = self.settings
+        sampled = SamplingParams(
+            temperature=s.eval_temperature, top_p=s.eval_top_p, max_tokens=s.max_response, seed=ctx.seed
+        )
+        greedy = SamplingParams(temperature=0.0, max_tokens=s.max_response, seed=ctx.seed)
+
+        async def one(problem: Problem) -> tuple[str, tuple[list[Candidate], Candidate | None]]:
+            messages = ctx.prompt(problem)
+            samples = engine.sample(messages, ctx.n or s.eval_samples, sampled, problem_id=problem.id, purpose=purpose)
+            if not s.eval_greedy:
+                return problem.id, (make_candidates(problem, await samples), None)
+            top = engine.sample(messages, 1, greedy, problem_id=problem.id, purpose=f"{purpose}_greedy")
+            done, best = await asyncio.gather(samples, top)
+            return problem.id, (make_candidates(problem, done), make_candidates(problem, best)[0])
+
+        return dict(await asyncio.gather(*(one(p) for p in problems)))
+
+
+def _votes_by_problem(steps_path: Path) -> dict[str, list[dict[str, Any]]]:
+    """Each problem's votes across training (step, label, kept answers, rewards), for the scorer's audit."""
+    by_problem: dict[str, dict[int, dict[str, Any]]] = {}
+    if steps_path.exists():
+        for line in steps_path.read_text().splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            for vote in record.get("votes", []):
+                # A step replayed after a resume overwrites its earlier record: one vote per problem and step.
+                by_problem.setdefault(vote["problem_id"], {})[record["step"]] = {"step": record["step"], **vote}
+    return {pid: [steps[s] for s in sorted(steps)] for pid, steps in by_problem.items()}

@@ -1,0 +1,77 @@
+"""Label-free training signals for TTRL: per-step statistics of the votes, pseudo-label flips, and the
+collapse alarm. Nothing here can see a reference; the audit metrics (label and reward accuracy) are computed
+by the scorer from the vote records this module's callers write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from statistics import mean
+from typing import Any
+
+from testtime.methods.ttrl.vote import PromptVote
+
+
+@dataclass
+class LabelHistory:
+    """The last pseudo-label key of each prompt, to measure how often a prompt's label flips between visits."""
+
+    last: dict[str, str | None] = field(default_factory=dict)
+
+    def flipped(self, problem_id: str, key: str | None) -> bool | None:
+        """True/False on a revisit, None on a prompt's first vote."""
+        before = self.last.get(problem_id, "<unseen>")
+        self.last[problem_id] = key
+        return None if before == "<unseen>" else before != key
+
+
+def vote_stats(votes: Sequence[PromptVote], flips: Sequence[bool | None]) -> dict[str, float]:
+    """One rollout step's label-free vote metrics (TTRL's names where they exist)."""
+    revisits = [f for f in flips if f is not None]
+    return {
+        "majority_ratio": mean(v.majority_ratio for v in votes),
+        "vote_margin": mean(v.margin for v in votes),
+        "no_answer_rate": mean(v.no_answer_rate for v in votes),
+        "skipped_prompts": float(sum(v.skipped is not None for v in votes)),
+        "tie_rate": mean(v.tie for v in votes),
+        "pseudo_reward": mean(r for v in votes for r in v.rewards) if any(v.rewards for v in votes) else 0.0,
+        "label_flip_rate": mean(revisits) if revisits else 0.0,
+    }
+
+
+@dataclass
+class CollapseAlarm:
+    """Fires when, over `window` consecutive steps, the policy has become certain and terse at once: the
+    majority ratio saturates, token entropy falls to a fraction of its starting value, and responses shrink.
+    Each alone is normal TTRL progress; together they are the rise-then-fall pattern URLVR reports."""
+
+    window: int = 5
+    ratio_at_least: float = 0.98
+    entropy_fraction: float = 0.1
+    length_fraction: float = 0.6
+    history: list[dict[str, float]] = field(default_factory=list)
+
+    def update(self, stats: dict[str, Any]) -> str | None:
+        needed = ("majority_ratio", "entropy", "mean_length")
+        if any(stats.get(k) is None for k in needed):
+            return None
+        self.history.append({k: float(stats[k]) for k in needed})
+        if len(self.history) < 2 * self.window:
+            return None
+        first, recent = self.history[: self.window], self.history[-self.window :]
+
+        def avg(rows: list[dict[str, float]], key: str) -> float:
+            return mean(r[key] for r in rows)
+
+        if (
+            avg(recent, "majority_ratio") >= self.ratio_at_least
+            and avg(recent, "entropy") <= self.entropy_fraction * avg(first, "entropy")
+            and avg(recent, "mean_length") <= self.length_fraction * avg(first, "mean_length")
+        ):
+            return (
+                f"collapse: majority ratio {avg(recent, 'majority_ratio'):.2f}, entropy "
+                f"{avg(first, 'entropy'):.3f}→{avg(recent, 'entropy'):.3f}, length "
+                f"{avg(first, 'mean_length'):.1f}→{avg(recent, 'mean_length'):.1f} over the last {self.window} steps"
+            )
+        return None

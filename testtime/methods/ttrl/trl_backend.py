@@ -1,0 +1,217 @@
+"""TTRL on one node with TRL's GRPOTrainer: CPU or GPU, optional vLLM rollouts (colocated) and LoRA.
+
+One rollout step = one generation batch of `prompts_per_step` prompts × N_train completions, split into
+optimiser steps of `mini_batch_prompts` prompts (TRL's `steps_per_generation`), so the paper's one-prompt
+mini-batches become several updates per rollout, as in verl. Written to the run directory:
+`ttrl/steps.jsonl` (one line per optimiser step: TRL's metrics, the label-free vote statistics and, on the
+first step of each rollout, every prompt's vote with its kept answers and rewards), TRL checkpoints in
+`ttrl/checkpoints/` (a resumed run continues from the last one) and the trained model in `ttrl/final/`.
+Every optimiser step is a `train_step` ledger line with its tokens, wall time and a FLOPs estimate.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from testtime.core.errors import UserError
+from testtime.core.ledger import Ledger, LedgerEntry
+from testtime.core.records import Problem
+from testtime.methods.ttrl.monitor import CollapseAlarm
+from testtime.methods.ttrl.reward import StepLog, VoteReward, as_chat
+from testtime.methods.ttrl.settings import TTRLSettings
+
+# TRL's per-step log keys, kept in steps.jsonl under shorter names.
+TRL_METRICS = {
+    "loss": "loss",
+    "grad_norm": "grad_norm",
+    "learning_rate": "learning_rate",
+    "entropy": "entropy",
+    "reward": "reward",
+    "reward_std": "reward_std",
+    "frac_reward_zero_std": "frac_reward_zero_std",
+    "completions/mean_length": "mean_length",
+    "completions/clipped_ratio": "truncation_rate",
+    "kl": "kl",
+}
+
+
+def require_trl() -> None:
+    """Fail before a run directory exists when the training extra is missing."""
+    if importlib.util.find_spec("trl") is None or importlib.util.find_spec("datasets") is None:
+        raise UserError("ttrl needs TRL: pip install 'testtime[train]'")
+
+
+def _last_checkpoint(folder: Path) -> Path | None:
+    found = [p for p in folder.glob("checkpoint-*") if (p / "trainer_state.json").is_file()]
+    return max(found, key=lambda p: int(p.name.split("-")[-1]), default=None)
+
+
+def make_callback(settings: TTRLSettings, log: StepLog, parameters: int, started_step: int) -> Any:
+    from transformers import TrainerCallback
+
+    alarm = CollapseAlarm()
+
+    class TTRLCallback(TrainerCallback):
+        """Per optimiser step: one steps.jsonl line, one ledger line, and the collapse check."""
+
+        def __init__(self) -> None:
+            self.clock = time.perf_counter()
+            self.seen_tokens: float | None = None
+
+        def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **_: Any) -> None:
+            logs = logs or {}
+            if "loss" not in logs or state.global_step <= started_step:
+                return  # the end-of-training summary line, or a replayed step
+            now = time.perf_counter()
+            total = logs.get("num_tokens")
+            trained = int(total - (self.seen_tokens or 0)) if total is not None else 0
+            self.seen_tokens = total
+            record: dict[str, Any] = {"step": state.global_step, "seconds": now - self.clock}
+            record.update({short: logs[key] for key, short in TRL_METRICS.items() if key in logs})
+            record.update(log.stats)
+            if log.pending:
+                record["votes"], log.pending = log.pending, []
+            # FLOPs: forward+backward on trained tokens (6N), plus forward passes for rollouts (2N) and, with
+            # a KL term, the reference model (2N). An estimate, stated as one.
+            flops = 6 * parameters * trained + 2 * parameters * log.rollout_tokens
+            flops += 2 * parameters * trained if settings.beta > 0 else 0
+            log.rollout_tokens = 0
+            log.ledger.record(
+                LedgerEntry(
+                    kind="train_step",
+                    model=log.model_name,
+                    purpose="ttrl_update",
+                    step=state.global_step,
+                    seconds=record["seconds"],
+                    train_tokens=trained,
+                    flops=float(flops),
+                )
+            )
+            if settings.collapse != "off":
+                reason = alarm.update(record)
+                if reason:
+                    record["collapse_alarm"] = reason
+                    control.should_training_stop = settings.collapse == "stop"
+            log.write(record)
+            self.clock = now
+
+    return TTRLCallback()
+
+
+def train_ttrl(
+    model_path: str,
+    problems: Sequence[Problem],
+    prompt: Any,
+    settings: TTRLSettings,
+    workdir: Path,
+    ledger: Ledger,
+    model_name: str,
+    seed: int = 0,
+) -> Path:
+    """Train with the vote reward until the configured steps (or a collapse stop); returns `ttrl/final`."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import torch
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    root = workdir / "ttrl"
+    final = root / "final"
+    if (final / "config.json").is_file():
+        return final
+    if len(problems) < settings.prompts_per_step:
+        raise UserError(f"ttrl: {len(problems)} problems is fewer than prompts_per_step={settings.prompts_per_step}")
+    checkpoints = root / "checkpoints"
+    checkpoints.mkdir(parents=True, exist_ok=True)
+    log = StepLog(root / "steps.jsonl", ledger, f"{model_name}+ttrl")
+    started_step = log.resume()
+    updates_per_rollout = settings.prompts_per_step // settings.mini_batch_prompts
+    gpu = torch.cuda.is_available()
+    config = GRPOConfig(
+        output_dir=str(checkpoints),
+        max_steps=settings.rollout_steps(len(problems)) * updates_per_rollout,
+        per_device_train_batch_size=settings.n_train * settings.mini_batch_prompts,
+        gradient_accumulation_steps=1,
+        steps_per_generation=updates_per_rollout,
+        num_generations=settings.n_train,
+        max_completion_length=settings.max_response,
+        temperature=settings.train_temperature(model_name),
+        top_p=settings.top_p,
+        learning_rate=settings.lr,
+        lr_scheduler_type=settings.lr_scheduler,
+        warmup_steps=settings.warmup_ratio,  # a float below 1 is a ratio of all steps
+        weight_decay=settings.weight_decay,
+        beta=settings.beta,
+        loss_type=settings.loss_type,
+        gradient_checkpointing=settings.gradient_checkpointing,
+        use_vllm=settings.use_vllm,
+        vllm_mode="colocate",
+        use_cpu=not gpu,
+        bf16=gpu,
+        logging_steps=1,
+        save_strategy="steps",
+        save_steps=settings.save_steps,
+        report_to=[],
+        seed=seed,
+        disable_tqdm=False,
+    )
+    dataset = Dataset.from_list([{"prompt": as_chat(prompt(p)), "problem_id": p.id} for p in problems])
+    reward = VoteReward(settings, log, seed)
+    peft_config = None
+    if settings.lora:
+        from peft import LoraConfig
+
+        peft_config = LoraConfig(
+            r=settings.lora_rank, lora_alpha=2 * settings.lora_rank, target_modules="all-linear", task_type="CAUSAL_LM"
+        )
+    trainer = GRPOTrainer(
+        model=model_path, reward_funcs=reward, args=config, train_dataset=dataset, peft_config=peft_config
+    )
+    tokenizer = trainer.processing_class
+    reward.count_prompt_tokens = lambda messages: len(
+        tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+    )
+    if settings.n_vote > settings.n_train:
+        reward.extra_votes = lambda prompts, k: _sample_extra(trainer, prompts, k, config)
+    parameters = sum(p.numel() for p in trainer.model.parameters())
+    trainer.add_callback(make_callback(settings, log, parameters, started_step))
+    trainer.train(resume_from_checkpoint=str(_last_checkpoint(checkpoints) or "") or None)
+    staging = root / "final.tmp"
+    trainer.save_model(str(staging))
+    tokenizer.save_pretrained(str(staging))
+    staging.replace(final)
+    return final
+
+
+def _sample_extra(trainer: Any, prompts: list[Any], k: int, config: Any) -> list[list[tuple[str, int]]]:
+    """k more samples per prompt from the current policy, for votes only (never trained on)."""
+    import torch
+
+    tokenizer = trainer.processing_class
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    out: list[list[tuple[str, int]]] = []
+    for messages in prompts:
+        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt")
+        ids = ids.to(model.device)
+        with torch.no_grad():
+            generated = model.generate(
+                ids,
+                do_sample=True,
+                temperature=config.temperature,
+                top_p=config.top_p,
+                max_new_tokens=config.max_completion_length,
+                num_return_sequences=k,
+                pad_token_id=tokenizer.pad_token_id or tokenizer.eos_token_id,
+            )
+        rows = generated[:, ids.shape[1] :]
+        out.append(
+            [
+                (tokenizer.decode(row, skip_special_tokens=True), int((row != tokenizer.pad_token_id).sum()))
+                for row in rows
+            ]
+        )
+    return out
