@@ -38,9 +38,11 @@ def _with_flags(pairs: list[str] | None, **flags: object) -> list[str]:
 def _add_subcommands() -> None:
     from testtime.cli_experiments import ablate_app, report_command
     from testtime.cli_sandbox import sandbox_app
+    from testtime.cli_ttrl import ttrl_app
 
     app.add_typer(sandbox_app, name="sandbox")
     app.add_typer(ablate_app, name="ablate")
+    app.add_typer(ttrl_app, name="ttrl")
     app.command("report")(report_command)
 
 

@@ -69,6 +69,7 @@ class RunParts:
 def build_parts(config: RunConfig, replay: bool = False) -> RunParts:
     """Everything a run needs, built before anything is written, so bad input leaves no trace."""
     benchmark, method = build_benchmark(config), build_method(config)
+    method.check_model(config.model)
     problems, references = load_problems(benchmark, config.limit)
     model = None
     if not replay:

@@ -88,6 +88,9 @@ class Method(ABC):
     def describe(self) -> dict[str, Any]:
         return {"name": self.name}
 
+    def check_model(self, model_spec: str) -> None:  # noqa: B027 - optional hook
+        """Refuse a model this method cannot use, before the run directory exists (UserError)."""
+
     async def stream(self, problems: Sequence[Problem], ctx: MethodContext) -> AsyncIterator[ProblemResult]:
         """Solve problems concurrently, yielding each result as soon as it is ready. The caller grades
         outside the method, so nothing that can reach a reference is ever handed in."""

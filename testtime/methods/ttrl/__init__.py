@@ -41,14 +41,18 @@ class TTRL(Method):
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "backend": "trl", **self.settings.model_dump()}
 
+    def check_model(self, model_spec: str) -> None:
+        if model_spec.partition(":")[0] not in LOCAL_PROVIDERS:
+            raise UserError("ttrl updates weights: it needs --model hf:<folder|alias> or vllm:<folder>")
+
     async def solve(self, problem: Problem, ctx: MethodContext) -> ProblemResult:
         raise UserError("ttrl trains on the whole problem set at once; it has no per-problem solve")
 
     async def stream(self, problems: Sequence[Problem], ctx: MethodContext) -> AsyncIterator[ProblemResult]:
-        provider = ctx.engine.model_name.partition(":")[0]
-        model = ctx.engine.model
-        if provider not in LOCAL_PROVIDERS or model is None or not hasattr(model, "path"):
-            raise UserError("ttrl updates weights: it needs --model hf:<folder|alias> or vllm:<folder>")
+        self.check_model(ctx.engine.model_name)
+        provider, model = ctx.engine.model_name.partition(":")[0], ctx.engine.model
+        if model is None:
+            raise UserError("ttrl cannot be replayed from the cache: it trains; use --resume")
         if ctx.workdir is None:
             raise UserError("ttrl needs a run directory for its checkpoints")
         if any(p.domain != "math" for p in problems):

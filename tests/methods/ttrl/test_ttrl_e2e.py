@@ -1,0 +1,94 @@
+"""TTRL end to end through the CLI: refusals before any trace, and a real 2-step run on the embedded model
+that is killed after its first checkpoint and resumed."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from testtime.core.ledger import read_entries
+
+
+def test_api_models_are_refused_before_a_run_directory_exists(testtime_cli, tmp_path):
+    out = tmp_path / "run"
+    done = testtime_cli("run", "--method", "ttrl", "--model", "fake:echo", "--out", str(out))
+    assert done.returncode == 2
+    assert "hf:" in done.stderr and "Traceback" not in done.stderr
+    assert not out.exists()
+
+
+def test_bad_ttrl_options_are_user_errors(testtime_cli, tmp_path):
+    done = testtime_cli("run", "--method", "ttrl", "--preset", "gpu", "--out", str(tmp_path / "r"))
+    assert done.returncode == 2 and "unknown preset" in done.stderr
+    done = testtime_cli("run", "--method", "ttrl", "--n-vote", "2", "--n-train", "4", "--out", str(tmp_path / "r"))
+    assert done.returncode == 2 and "cannot exceed n_vote" in done.stderr
+
+
+def _weights(folder: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(str(folder / "model.safetensors"))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_two_steps_train_the_weights_and_resume_after_a_kill(tmp_path):
+    from testtime.models.hf import embedded_model_dir
+
+    run = tmp_path / "run"
+    args = [sys.executable, "-m", "testtime.cli", "run", "--method", "ttrl", "--preset", "cpu", "--bench", "arith"]
+    args += ["--bench-opt", "size=4", "--steps", "2", "--method-opt", "save_steps=1", "--n", "2", "--quiet"]
+    first = subprocess.Popen([*args, "--out", str(run)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    saved = run / "ttrl" / "checkpoints" / "checkpoint-1" / "trainer_state.json"
+    deadline = time.time() + 600
+    while time.time() < deadline and not saved.exists() and first.poll() is None:
+        time.sleep(0.2)
+    assert saved.exists(), first.communicate()[1][-3000:] if first.poll() is not None else "no checkpoint in time"
+    first.send_signal(signal.SIGKILL)
+    first.communicate()
+    assert not (run / "ttrl" / "final").exists()
+
+    resumed = subprocess.run(
+        [sys.executable, "-m", "testtime.cli", "run", "--resume", str(run), "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    steps = [json.loads(line)["step"] for line in (run / "ttrl" / "steps.jsonl").read_text().splitlines()]
+    assert steps == [1, 2]  # step 1 came from the checkpoint, not trained again
+    train_lines = [e for e in read_entries(run / "ledger.jsonl") if e.kind == "train_step"]
+    assert [e.step for e in train_lines] == [1, 2]
+    assert all(e.train_tokens > 0 and (e.flops or 0) > 0 for e in train_lines)
+
+    base, trained = _weights(embedded_model_dir("smollm2-135m")), _weights(run / "ttrl" / "final")
+    changed = [name for name, tensor in trained.items() if not tensor.float().equal(base[name].float())]
+    assert len(changed) > len(trained) // 2  # GRPO moved most parameter tensors
+
+    summary = json.loads((run / "summary.json").read_text())
+    ttrl = summary["ttrl"]
+    assert summary["problems"] == 4 and summary["complete"]
+    assert set(ttrl) >= {"pass@1_before", "pass@1_after", "pass@1_gain", "maj@k_before", "per_step"}
+    assert ttrl["per_step"]["step"] == [1, 2]
+    assert summary["ledger"]["train_steps"] == 2
+    records = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
+    voted = [v for r in records for v in r["details"]["ttrl"]["votes"]]
+    assert len(voted) == 4 and all(len(v["answers"]) == 8 for v in voted)  # 2 steps × 2 prompts, 8 samples each
+
+
+@pytest.mark.slow
+@pytest.mark.miniature
+@pytest.mark.timeout(3600)
+def test_miniature_raises_pass_at_1_without_labels(tmp_path):
+    from testtime.experiments.ttrl_miniature import report_lines, run_miniature
+
+    summary = run_miniature(tmp_path / "mini")
+    print("\n".join(report_lines(summary)))
+    ttrl = summary["ttrl"]
+    assert ttrl["pass@1_gain"]["ci_low"] > 0  # the paired bootstrap CI excludes zero
+    assert ttrl["pass@1_after"]["mean"] >= ttrl["pass@1_before"]["mean"] + 0.05
+    assert (tmp_path / "mini" / "ttrl_curve.png").stat().st_size > 10_000

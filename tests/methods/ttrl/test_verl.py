@@ -1,0 +1,154 @@
+"""verl integration on CPU: the vote hook on verl's own DataProto, the trainer's hook wiring, the parquet
+rows, and the generated Hydra configuration checked by verl's own loader and validator."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from testtime.core.records import Message, Problem
+from testtime.methods.ttrl.settings import TTRLSettings
+from testtime.methods.ttrl.vote import VotePolicy
+
+verl = pytest.importorskip("verl")  # installed in CI through the `verl` extra
+torch = pytest.importorskip("torch")
+from verl import DataProto  # noqa: E402
+
+from testtime.methods.ttrl.verl.config import compose, ttrl_overrides, validate  # noqa: E402
+from testtime.methods.ttrl.verl.data import verl_rows, write_parquet  # noqa: E402
+from testtime.methods.ttrl.verl.hook import apply_ttrl_vote  # noqa: E402
+
+
+class CharTokenizer:
+    """One token per character; 0 is padding."""
+
+    def encode(self, text: str) -> list[int]:
+        return [ord(c) for c in text]
+
+    def decode(self, ids, skip_special_tokens: bool = True) -> str:
+        return "".join(chr(int(i)) for i in ids if int(i))
+
+
+def _batch(responses: list[str], prompt_len: int = 3) -> DataProto:
+    tok = CharTokenizer()
+    width = max(len(r) for r in responses) + 2
+    rows = torch.zeros(len(responses), width, dtype=torch.long)
+    mask = torch.zeros(len(responses), prompt_len + width, dtype=torch.long)
+    mask[:, :prompt_len] = 1
+    for i, text in enumerate(responses):
+        ids = tok.encode(text)
+        rows[i, : len(ids)] = torch.tensor(ids)
+        mask[i, prompt_len : prompt_len + len(ids)] = 1
+    return DataProto.from_dict(
+        tensors={
+            "prompts": torch.ones(len(responses), prompt_len, dtype=torch.long),
+            "responses": rows,
+            "attention_mask": mask,
+        }
+    )
+
+
+def test_vote_hook_rewards_each_uid_group_at_the_last_valid_token():
+    responses = ["\\boxed{4}", "\\boxed{4}", "\\boxed{5}", "\\boxed{10}", "none", "\\boxed{10.0}"]
+    uids = ["a", "a", "a", "b", "b", "b"]
+    data = _batch(responses)
+    metrics = apply_ttrl_vote(data, uids, CharTokenizer(), VotePolicy())
+    scores = data.batch["rm_scores"]
+    assert scores.sum(dim=-1).tolist() == [1.0, 1.0, 0.0, 1.0, 0.0, 1.0]  # 10 and 10.0 are one answer
+    for i, text in enumerate(responses):
+        assert scores[i, len(text) - 1] == scores[i].sum()  # placed on the last valid token
+    assert list(data.non_tensor_batch["ttrl_label"]) == ["4", "4", "4", "10", "10", "10"]
+    assert list(data.non_tensor_batch["ttrl_pred"]) == ["4", "4", "5", "10", "", "10.0"]
+    assert set(data.meta_info["reward_extra_keys"]) >= {"ttrl_label", "ttrl_majority_ratio", "ttrl_pred"}
+    assert metrics["ttrl/majority_ratio"] == pytest.approx(2 / 3)
+
+
+def test_vote_hook_groups_by_uid_not_by_position():
+    data = _batch(["\\boxed{1}", "\\boxed{2}", "\\boxed{1}", "\\boxed{2}"])
+    apply_ttrl_vote(data, ["x", "y", "x", "y"], CharTokenizer(), VotePolicy())
+    assert data.batch["rm_scores"].sum(dim=-1).tolist() == [1.0, 1.0, 1.0, 1.0]
+
+
+def test_vote_hook_skips_an_all_abstain_group():
+    data = _batch(["no", "answer"])
+    metrics = apply_ttrl_vote(data, ["a", "a"], CharTokenizer(), VotePolicy())
+    assert data.batch["rm_scores"].abs().sum() == 0
+    assert metrics["ttrl/skipped_prompts"] == 1.0
+
+
+def test_trainer_hook_votes_what_the_rollout_manager_returns():
+    from testtime.methods.ttrl.verl.trainer import TTRLRayPPOTrainer
+
+    class Rollouts:
+        def generate_sequences(self, batch):
+            return _batch(["\\boxed{7}", "\\boxed{7}", "\\boxed{3}"])
+
+    trainer = TTRLRayPPOTrainer.__new__(TTRLRayPPOTrainer)  # no Ray, no GPUs: only the hook's wiring
+    trainer.async_rollout_manager, trainer.tokenizer = Rollouts(), CharTokenizer()
+    trainer.config = {"ttrl": {"tie_policy": "earliest", "min_majority_ratio": 0.0}}
+    trainer.install_vote_hook()
+    prompts = DataProto.from_dict(
+        tensors={"input_ids": torch.zeros(3, 2, dtype=torch.long)},
+        non_tensors={"uid": np.array(["u", "u", "u"], dtype=object)},
+    )
+    output = trainer.async_rollout_manager.generate_sequences(prompts)
+    assert output.batch["rm_scores"].sum(dim=-1).tolist() == [1.0, 1.0, 0.0]
+    assert output.meta_info["metrics"]["ttrl/majority_ratio"] == pytest.approx(2 / 3)
+
+
+def test_parquet_rows_carry_no_label(tmp_path):
+    problems = [Problem(id=f"p{i}", domain="math", statement=f"What is {i} + 1?") for i in range(3)]
+    rows = verl_rows(problems, lambda p: [Message(role="user", content=p.statement)], "testtime/arith")
+    train, val = write_parquet(rows, tmp_path)
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(train).to_pylist()
+    assert [r["extra_info"]["index"] for r in table] == ["p0", "p1", "p2"]
+    assert all(r["reward_model"]["ground_truth"] == "" for r in table)
+    assert table[0]["prompt"] == [{"role": "user", "content": "What is 0 + 1?"}]
+    assert pq.read_table(val).num_rows == 3
+
+
+def _overrides(settings: TTRLSettings, **extra) -> list[str]:
+    return ttrl_overrides(
+        settings,
+        model_path="/models/Qwen2.5-Math-7B",
+        train_file=Path("/data/train.parquet"),
+        val_file=Path("/data/val.parquet"),
+        output_dir=Path("/ckpt"),
+        extra=extra,
+    )
+
+
+def test_paper_configuration_loads_and_validates_in_verl():
+    config = compose(_overrides(TTRLSettings.from_options({})))
+    validate(config)
+    rollout, actor = config.actor_rollout_ref.rollout, config.actor_rollout_ref.actor
+    assert (rollout.n, rollout.temperature, config.trainer.n_gpus_per_node) == (32, 1.0, 8)
+    assert (actor.optim.lr, actor.kl_loss_coef, actor.use_kl_loss) == (5e-7, 0.001, True)
+    assert config.reward.custom_reward_function.name == "extract_only"
+    assert Path(config.reward.custom_reward_function.path).is_file()
+    assert config.data.max_response_length == 3072 and config.algorithm.adv_estimator == "grpo"
+
+
+def test_verl_rejects_a_batch_that_cannot_split_over_the_gpus():
+    settings = TTRLSettings.from_options({"prompts_per_step": "1", "n_vote": "3", "n_train": "3"})
+    with pytest.raises((AssertionError, ValueError)):
+        validate(compose(_overrides(settings)))
+
+
+def test_entry_point_composes_verl_config_with_the_ttrl_block(tmp_path):
+    import subprocess
+    import sys
+
+    overrides = _overrides(TTRLSettings.from_options({}))
+    shown = subprocess.run(
+        [sys.executable, "-m", "testtime.methods.ttrl.verl.trainer", *overrides, "--cfg", "job"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert "ttrl:\n  tie_policy: earliest" in shown.stdout
+    assert "name: extract_only" in shown.stdout

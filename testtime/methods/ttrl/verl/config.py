@@ -1,0 +1,118 @@
+"""verl's Hydra configuration for a TTRL run: overrides from `TTRLSettings`, checked by verl's own loader.
+
+The overrides follow verl's GRPO recipe (reference ttrl.md §12) and TTRL's scripts (§8). One difference from
+TTRL's fork, stated: verl cannot drop samples between reward and update, so the vote and the update both use
+`rollout.n = n_train` responses (the fork voted 64 and trained 32). `PAPER_8XA100` is the paper's cluster
+setup (one node, 8 GPUs, vLLM rollouts, FSDP with the reference model offloaded).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from testtime.core.errors import UserError
+from testtime.methods.ttrl.settings import TTRLSettings
+
+PAPER_8XA100 = {
+    "trainer.nnodes": 1,
+    "trainer.n_gpus_per_node": 8,
+    "actor_rollout_ref.rollout.name": "vllm",
+    "actor_rollout_ref.rollout.tensor_model_parallel_size": 1,
+    "actor_rollout_ref.rollout.gpu_memory_utilization": 0.8,
+    "actor_rollout_ref.rollout.enforce_eager": False,
+    "actor_rollout_ref.rollout.free_cache_engine": False,
+    "actor_rollout_ref.ref.fsdp_config.param_offload": True,
+    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": 2,
+    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": 2,
+    "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": 2,
+}
+PRESETS = {"paper-8xa100": PAPER_8XA100}
+
+
+def ttrl_overrides(
+    settings: TTRLSettings,
+    *,
+    model_path: str,
+    train_file: Path,
+    val_file: Path,
+    output_dir: Path,
+    model_name: str = "",
+    preset: str = "paper-8xa100",
+    max_prompt_length: int = 1024,
+    extra: dict[str, Any] | None = None,
+) -> list[str]:
+    """Hydra override strings for `ppo_trainer` (verl 0.8)."""
+    if preset not in PRESETS:
+        raise UserError(f"unknown verl preset '{preset}'; choose from {', '.join(PRESETS)}")
+    reward_file = Path(__file__).with_name("reward.py")
+    values: dict[str, Any] = {
+        "algorithm.adv_estimator": "grpo",
+        "algorithm.use_kl_in_reward": False,
+        "data.train_files": str(train_file),
+        "data.val_files": str(val_file),
+        "data.train_batch_size": settings.prompts_per_step,
+        "data.max_prompt_length": max_prompt_length,
+        "data.max_response_length": settings.max_response,
+        "actor_rollout_ref.model.path": model_path,
+        "actor_rollout_ref.actor.optim.lr": settings.lr,
+        "actor_rollout_ref.actor.optim.lr_warmup_steps_ratio": settings.warmup_ratio,
+        "actor_rollout_ref.actor.optim.weight_decay": settings.weight_decay,
+        "actor_rollout_ref.actor.ppo_mini_batch_size": settings.mini_batch_prompts,
+        "actor_rollout_ref.actor.use_kl_loss": settings.beta > 0,
+        "actor_rollout_ref.actor.kl_loss_coef": settings.beta,
+        "actor_rollout_ref.actor.kl_loss_type": "low_var_kl",
+        "actor_rollout_ref.rollout.n": settings.n_train,
+        "actor_rollout_ref.rollout.temperature": settings.train_temperature(model_name or model_path),
+        "actor_rollout_ref.rollout.top_p": settings.top_p,
+        "reward.custom_reward_function.path": str(reward_file),
+        "reward.custom_reward_function.name": "extract_only",
+        "trainer.total_training_steps": settings.steps,  # None: epochs decide
+        "trainer.total_epochs": settings.epochs,
+        "trainer.val_before_train": False,  # verl has no labels to validate against; testtime evaluates
+        "trainer.test_freq": -1,
+        "trainer.save_freq": settings.save_steps,
+        "trainer.default_local_dir": str(output_dir),
+        "trainer.logger": "[console]",
+        "trainer.project_name": "testtime-ttrl",
+        "+ttrl.tie_policy": settings.tie_policy,  # read by trainer.TTRLRayPPOTrainer
+        "+ttrl.min_majority_ratio": settings.min_majority_ratio,
+        **PRESETS[preset],
+        **(extra or {}),
+    }
+    if settings.lr_scheduler == "cosine":
+        values["actor_rollout_ref.actor.optim.lr_scheduler_type"] = "cosine"
+    return [f"{key}={_hydra(value)}" for key, value in values.items() if value is not None]
+
+
+def _hydra(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
+
+
+def compose(overrides: list[str]) -> Any:
+    """verl's own `ppo_trainer` config with the overrides applied, migrated and resolved as verl's entry does."""
+    try:
+        from hydra import compose as hydra_compose
+        from hydra import initialize_config_module
+        from omegaconf import OmegaConf
+        from verl.experimental.reward_loop.reward_loop import migrate_legacy_reward_impl
+    except ImportError:
+        raise UserError("verl is not installed: pip install 'testtime[verl]'") from None
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    with initialize_config_module(config_module="verl.trainer.config", version_base=None):
+        config = hydra_compose(config_name="ppo_trainer", overrides=overrides)
+    config = migrate_legacy_reward_impl(config)
+    OmegaConf.resolve(config)
+    return config
+
+
+def validate(config: Any) -> None:
+    """verl's own checks (batch divisibility, micro-batch settings, actor config); raises on a bad config."""
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    validate_config(config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))

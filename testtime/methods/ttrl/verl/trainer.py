@@ -1,0 +1,71 @@
+"""verl's PPO trainer with the TTRL vote at the group barrier, and the entry point that launches it.
+
+`python -m testtime.methods.ttrl.verl.trainer OVERRIDES...` (with the `+ttrl.*` vote policy among them) is
+what `testtime ttrl verl launch` runs. verl's `main_ppo` builds its trainer inside a Ray actor, so the swap to
+`TTRLRayPPOTrainer` happens in that actor (`TTRLTaskRunner.run`), through the TaskRunner parameter verl offers
+to recipes. Needs GPUs and verl's full stack; on CPU only the hook and the configuration are tested.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from verl.trainer import main_ppo
+from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+
+from testtime.methods.ttrl.verl.hook import apply_ttrl_vote
+from testtime.methods.ttrl.vote import VotePolicy
+
+
+def policy_from_config(config: Any) -> VotePolicy:
+    """The vote policy from the `ttrl` block that `config.ttrl_overrides` adds to verl's config."""
+    ttrl = config.get("ttrl") or {}
+    return VotePolicy(
+        tie_policy=ttrl.get("tie_policy", "earliest"), min_majority_ratio=float(ttrl.get("min_majority_ratio", 0.0))
+    )
+
+
+class TTRLRayPPOTrainer(RayPPOTrainer):
+    """RayPPOTrainer whose rollouts come back with TTRL's vote rewards in `rm_scores`."""
+
+    def init_workers(self) -> None:
+        super().init_workers()
+        self.install_vote_hook()
+
+    def install_vote_hook(self) -> None:
+        manager = self.async_rollout_manager
+        generate = manager.generate_sequences
+        policy, rng = policy_from_config(self.config), random.Random(0)
+
+        def generate_and_vote(batch: Any, *args: Any, **kwargs: Any) -> Any:
+            output = generate(batch, *args, **kwargs)
+            # Input rows are interleave-repeated per prompt and the output keeps their order.
+            metrics = apply_ttrl_vote(output, list(batch.non_tensor_batch["uid"]), self.tokenizer, policy, rng)
+            output.meta_info.setdefault("metrics", {}).update(metrics)
+            return output
+
+        manager.generate_sequences = generate_and_vote
+
+
+class TTRLTaskRunner(main_ppo.TaskRunner):
+    def run(self, config: Any) -> Any:
+        main_ppo.RayPPOTrainer = TTRLRayPPOTrainer  # inside this Ray actor only
+        return super().run(config)
+
+
+def main() -> None:
+    import hydra
+    import ray
+
+    @hydra.main(config_path="pkg://verl.trainer.config", config_name="ppo_trainer", version_base=None)
+    def entry(config: Any) -> None:
+        from verl.experimental.reward_loop.reward_loop import migrate_legacy_reward_impl
+
+        main_ppo.run_ppo(migrate_legacy_reward_impl(config), task_runner_class=ray.remote(num_cpus=1)(TTRLTaskRunner))
+
+    entry()
+
+
+if __name__ == "__main__":
+    main()
