@@ -152,3 +152,19 @@ def test_entry_point_composes_verl_config_with_the_ttrl_block(tmp_path):
     assert shown.returncode == 0, shown.stderr[-2000:]
     assert "ttrl:\n  tie_policy: earliest" in shown.stdout
     assert "name: extract_only" in shown.stdout
+
+
+def test_cli_writes_data_config_and_launcher_and_reports_rejections(testtime_cli, tmp_path):
+    out = tmp_path / "verl"
+    done = testtime_cli("ttrl", "verl", "--model", "/models/m", "--bench", "arith", "--out", str(out), timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    overrides = (out / "overrides.txt").read_text().splitlines()
+    assert "actor_rollout_ref.rollout.n=32" in overrides and "trainer.n_gpus_per_node=8" in overrides
+    assert (out / "data" / "train.parquet").is_file() and "testtime.methods.ttrl.verl.trainer" in (
+        out / "launch.sh"
+    ).read_text()
+    bad = testtime_cli(
+        "ttrl", "verl", "--model", "/m", "--bench", "arith", "--out", str(tmp_path / "bad"), "--n-train", "3",
+        "--method-opt", "prompts_per_step=1", timeout=300,
+    )  # fmt: skip
+    assert bad.returncode == 2 and "verl rejects this configuration" in bad.stderr and "Traceback" not in bad.stderr

@@ -172,9 +172,7 @@ def train_ttrl(
         model=model_path, reward_funcs=reward, args=config, train_dataset=dataset, peft_config=peft_config
     )
     tokenizer = trainer.processing_class
-    reward.count_prompt_tokens = lambda messages: len(
-        tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-    )
+    reward.count_prompt_tokens = lambda messages: len(_encode_prompt(tokenizer, messages)[0])
     if settings.n_vote > settings.n_train:
         reward.extra_votes = lambda prompts, k: _sample_extra(trainer, prompts, k, config)
     parameters = sum(p.numel() for p in trainer.model.parameters())
@@ -187,6 +185,12 @@ def train_ttrl(
     return final
 
 
+def _encode_prompt(tokenizer: Any, messages: list[dict[str, str]]) -> Any:
+    """The chat prompt as a (1, length) tensor of ids, the way TRL renders it for generation."""
+    encoded = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)
+    return encoded["input_ids"]
+
+
 def _sample_extra(trainer: Any, prompts: list[Any], k: int, config: Any) -> list[list[tuple[str, int]]]:
     """k more samples per prompt from the current policy, for votes only (never trained on)."""
     import torch
@@ -195,8 +199,7 @@ def _sample_extra(trainer: Any, prompts: list[Any], k: int, config: Any) -> list
     model = trainer.accelerator.unwrap_model(trainer.model)
     out: list[list[tuple[str, int]]] = []
     for messages in prompts:
-        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt")
-        ids = ids.to(model.device)
+        ids = _encode_prompt(tokenizer, messages).to(model.device)
         with torch.no_grad():
             generated = model.generate(
                 ids,
