@@ -1,14 +1,15 @@
 """The TTRL miniature: the proof, on a 2-core CPU, that label-free RL on the test problems raises accuracy.
 
-The embedded model (SmolLM2-135M-Instruct) on 32 seeded two-digit additions (`arith`, pass@1 ≈ 0.3, its
-maj@8 higher: the TTRL regime), `ttrl --preset cpu` (the paper's recipe at this size: 16 votes, 8 trained,
-4 prompts per rollout step, one optimiser step per prompt, 12 rollout steps; ≈ 20 minutes here). Reports pass@1
-(avg@8) before and after with a paired bootstrap CI of the gain, greedy accuracy, the base maj@k from the same
-samples, and writes `ttrl_curve.png`: per step, the policy's accuracy on that step's prompts (ground-truth
-ratio), the pseudo-label's accuracy (both audited from sealed labels, outside the method) and the label-free
-majority ratio and entropy. Resumable: run it again on the same --out.
+The embedded model (SmolLM2-135M-Instruct) on 32 seeded two-digit additions (`arith`, pass@1 ≈ 0.3, its maj@8
+higher: the TTRL regime), `ttrl --preset cpu` (the paper's recipe at this size: 16 votes, 8 trained, 4 prompts
+per rollout step, one optimiser step per prompt, 12 rollout steps, T=1.0; ≈ 25 minutes here). Reports pass@1
+(avg@8 at T=1.0) before and after with a paired bootstrap CI of the gain, greedy accuracy, the base maj@k from
+the same samples, and writes `ttrl_curve.png`: per step, the policy's accuracy on that step's prompts (ground-
+truth ratio), the pseudo-label's accuracy (both audited from sealed labels, outside the method) and the label-
+free majority ratio and entropy. Resumable: run it again on the same --out.
 
     python -m testtime.experiments.ttrl_miniature --out runs/ttrl-miniature
+
 """
 
 from __future__ import annotations

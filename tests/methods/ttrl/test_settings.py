@@ -23,8 +23,9 @@ def test_paper_defaults():
 
 def test_cpu_preset_then_explicit_options_on_top():
     s = TTRLSettings.from_options({"preset": "cpu", "lr": "1e-5", "steps": "3"})
-    assert (s.n_vote, s.n_train, s.prompts_per_step, s.beta) == (8, 8, 2, 0.0)
+    assert (s.n_vote, s.n_train, s.prompts_per_step, s.beta) == (16, 8, 4, 0.001)
     assert s.lr == 1e-5 and s.rollout_steps(48) == 3
+    assert s.train_temperature("hf:smollm2-135m") == 1.0 and s.eval_temperature == 1.0
 
 
 @pytest.mark.parametrize(
