@@ -96,8 +96,9 @@ def run(
     """
     from pydantic import ValidationError
 
+    from testtime.core.errors import first_error
     from testtime.core.rundir import RunDir
-    from testtime.experiments.config import RunConfig, first_error, parse_options
+    from testtime.experiments.config import RunConfig, parse_options
     from testtime.experiments.display import console, results_console, summary_table, warnings_for
     from testtime.experiments.run import execute, start_run
 

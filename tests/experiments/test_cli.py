@@ -205,7 +205,8 @@ def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path: Path, interrupt_c
         "--out",
         str(out),
         "--model",
-        "fake:echo,latency=0.05",
+        # Slow enough that sampling outlasts a slow first grade, so results cannot arrive in one late burst.
+        "fake:echo,latency=0.5",
         when=lambda: lines(out / "results.jsonl") >= 1,
         sig=signal.SIGINT,
         cwd=SCRATCH,

@@ -5,6 +5,11 @@ The CLI prints a `UserError` as one line and exits non-zero; anything else is a 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
 
 class UserError(Exception):
     """Bad input from the user (unknown name, unreadable file, malformed config): one clear line."""
@@ -28,3 +33,9 @@ class CacheMiss(ModelError):
 
 class BudgetExhausted(Exception):
     """A run reached its --max-cost or --max-tokens-total: it stops cleanly and can be resumed with more."""
+
+
+def first_error(exc: ValidationError) -> tuple[str, str]:
+    """The first problem pydantic found, as (dotted field path, message): one line for the user."""
+    first = exc.errors()[0]
+    return ".".join(str(p) for p in first["loc"]), first["msg"]

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from testtime.core.errors import UserError
+from testtime.core.errors import UserError, first_error
 
 _VERSIONED = ("testtime", "pydantic", "torch", "transformers", "litellm", "vllm", "trl", "math-verify", "sympy")
 
@@ -42,12 +42,6 @@ class RunConfig(BaseModel):
         except ValidationError as exc:
             where, message = first_error(exc)
             raise UserError(f"malformed config in {source}: {where or 'run'}: {message}") from None
-
-
-def first_error(exc: ValidationError) -> tuple[str, str]:
-    """The first problem pydantic found, as (dotted field path, message): one line for the user."""
-    first = exc.errors()[0]
-    return ".".join(str(p) for p in first["loc"]), first["msg"]
 
 
 def versions() -> dict[str, str]:

@@ -16,8 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from testtime.core.errors import UserError
-from testtime.experiments.config import first_error
+from testtime.core.errors import UserError, first_error
 
 PRESETS: dict[str, dict[str, Any]] = {
     "paper": {},
