@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -45,6 +46,9 @@ def _interrupt_cli(*args: str, when: Callable[[], bool], sig: int, cwd: Path) ->
         stderr=subprocess.PIPE,
         text=True,
         cwd=cwd,
+        # A shell's background job (`.ci/run &`, nohup) starts with SIGINT ignored, and Python then installs
+        # no KeyboardInterrupt handler: give the child the default disposition, as a terminal would.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.time() + 60
     while time.time() < deadline and not when():
