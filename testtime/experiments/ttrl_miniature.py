@@ -15,7 +15,6 @@ free majority ratio and entropy. Resumable: run it again on the same --out.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from statistics import mean
 from typing import Any
@@ -23,6 +22,7 @@ from typing import Any
 from testtime.core.rundir import RunDir
 from testtime.experiments.config import RunConfig
 from testtime.experiments.run import execute, start_run
+from testtime.methods.ttrl.reward import read_steps
 from testtime.models import DEFAULT_MODEL
 
 
@@ -59,7 +59,7 @@ def plot_curve(out: Path, summary: dict[str, Any]) -> Path:
 
     ttrl = summary["ttrl"]
     per_step = ttrl["per_step"]
-    logged = [json.loads(line) for line in (out / "ttrl" / "steps.jsonl").read_text().splitlines() if line.strip()]
+    logged = read_steps(out / "ttrl" / "steps.jsonl")
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 7), sharex=True)
     top.plot(per_step["step"], _rolling(per_step["ground_truth_ratio"]), label="policy accuracy on the step's prompts")
     top.plot(per_step["step"], _rolling(per_step["label_correct"]), label="pseudo-label accuracy (audit)")

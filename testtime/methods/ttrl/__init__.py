@@ -14,7 +14,6 @@ Options (flags or `--method-opt KEY=VALUE`, see `settings.py`): `--preset paper|
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from testtime.core.errors import UserError
 from testtime.core.records import Candidate, Problem, SamplingParams
 from testtime.core.rollout import RolloutEngine
 from testtime.methods import METHODS, Method, MethodContext, ProblemResult, make_candidates
+from testtime.methods.ttrl.reward import read_steps
 from testtime.methods.ttrl.settings import TTRLSettings
 from testtime.methods.ttrl.trl_backend import require_trl, train_ttrl
 from testtime.models import resolve_model
@@ -127,13 +127,8 @@ class TTRL(Method):
 def _votes_by_problem(steps_path: Path) -> dict[str, list[dict[str, Any]]]:
     """Each problem's votes across training (step, label, kept answers, rewards), for the scorer's audit."""
     by_problem: dict[str, dict[int, dict[str, Any]]] = {}
-    if steps_path.exists():
-        for line in steps_path.read_text().splitlines():
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            for vote in record.get("votes", []):
-                # A step replayed after a resume overwrites its earlier record: one vote per problem and step.
-                by_problem.setdefault(vote["problem_id"], {})[record["step"]] = {"step": record["step"], **vote}
+    for record in read_steps(steps_path):
+        for vote in record.get("votes", []):
+            # A step replayed after a resume overwrites its earlier record: one vote per problem and step.
+            by_problem.setdefault(vote["problem_id"], {})[record["step"]] = {"step": record["step"], **vote}
     return {pid: [steps[s] for s in sorted(steps)] for pid, steps in by_problem.items()}

@@ -39,20 +39,27 @@ class StepLog:
     def resume(self) -> int:
         """Reload label history from an earlier process; returns the last optimiser step written."""
         last = 0
-        if self.path.exists():
-            for line in self.path.read_text().splitlines():
-                try:
-                    record = json.loads(line)
-                except ValueError:
-                    continue
-                last = max(last, int(record.get("step", 0)))
-                for vote in record.get("votes", []):
-                    self.history.last[vote["problem_id"]] = vote["label_key"]
+        for record in read_steps(self.path):
+            last = max(last, int(record.get("step", 0)))
+            for vote in record.get("votes", []):
+                self.history.last[vote["problem_id"]] = vote["label_key"]
         return last
 
     def write(self, record: dict[str, Any]) -> None:
         with self.path.open("a", encoding="utf-8") as f:
             f.write(json.dumps(record) + "\n")
+
+
+def read_steps(path: Path) -> list[dict[str, Any]]:
+    """The records of a steps.jsonl (none if absent); a line torn by a kill is skipped."""
+    records = []
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                records.append(json.loads(line))
+            except ValueError:
+                continue
+    return records
 
 
 class VoteReward:
