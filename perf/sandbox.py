@@ -2,7 +2,7 @@
 concurrency 2), side by side in one run.
 
 Rows: bare host subprocess (a fresh `python3` running the harness per job, no isolation: reference only),
-`docker run` per job, the Docker warm pool, and the bubblewrap pool. Goals: warm pool ≤ 30 ms and bwrap ≤ 20 ms
+`docker run` per job, the Docker warm pool, and the bubblewrap pool. Goals: both pools ≤ 10 ms
 median per job; throughput within 1.5× of the bare host run.
 
     .venv/bin/python perf/sandbox.py [--jobs 30] [--candidates 100]
@@ -23,6 +23,7 @@ from testtime.core.records import TestCase
 from testtime.sandbox import SandboxError
 from testtime.sandbox.choose import open_sandbox
 from testtime.sandbox.docker_backend import DEFAULT_IMAGE
+from testtime.sandbox.judge import judge
 from testtime.sandbox.pool import HARNESS_SOURCE
 
 PROGRAM = "n = int(input())\nprint(n + 1)"
@@ -30,14 +31,16 @@ TESTS = [TestCase(input=str(i), output=str(i + 1)) for i in range(20)]
 
 
 def job_line() -> str:
-    return json.dumps({"program": PROGRAM, "func_name": None, "limits": {}, "tests": [t.model_dump() for t in TESTS]})
+    inputs = [{"input": t.input, "testtype": t.testtype} for t in TESTS]
+    return json.dumps({"program": PROGRAM, "func_name": None, "limits": {}, "inputs": inputs})
 
 
 def one_shot(command: list[str]) -> Callable[[], bool]:
     def run() -> bool:
         done = subprocess.run(command, input=job_line() + "\n", capture_output=True, text=True, timeout=120)
-        report = json.loads(done.stdout.splitlines()[-1])
-        return all(t["verdict"] == "pass" for t in report["tests"])
+        messages = [json.loads(line) for line in done.stdout.splitlines()]
+        results = next(m["tests"] for m in messages if m.get("done"))
+        return all(judge(t, raw, False)["verdict"] == "pass" for t, raw in zip(TESTS, results, strict=True))
 
     return run
 

@@ -1,10 +1,11 @@
-"""`testtime sandbox build | check | exec`: the sandbox image, what isolation holds here, and running a program."""
+"""`testtime sandbox build | check | clean | exec`: the sandbox image, what isolation holds here, the leftovers
+of killed runs, and running a program."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -41,12 +42,13 @@ def check(
     from testtime.sandbox.probes import PROBES, plant_secret, run_probe
 
     names = ["docker", "bwrap"] if sandbox == "all" else [sandbox]
+    _list_leftovers(console)
     plant_secret()
     table = Table("property", *names)
     columns: dict[str, list[str]] = {}
     for name in names:
         try:
-            backend = open_sandbox(name)
+            backend = open_sandbox(name, pool_size=1)  # one worker: two-job probes meet the same sandbox
         except SandboxError as exc:
             console.print(f"[yellow]{name}: unavailable: {exc}[/yellow]")
             columns[name] = ["unavailable"] * len(PROBES)
@@ -64,6 +66,45 @@ def check(
     for i, probe in enumerate(PROBES):
         table.add_row(probe.name, *(columns[n][i] for n in names))
     results_console.print(table)
+
+
+def _docker_or_none() -> Any:
+    from testtime.sandbox import SandboxError
+    from testtime.sandbox.docker_backend import docker_client
+
+    try:
+        return docker_client()
+    except SandboxError:
+        return None
+
+
+def _list_leftovers(console: Any) -> None:
+    from testtime.sandbox.owner import leftovers
+
+    found = leftovers(_docker_or_none())
+    if not found:
+        console.print("no sandbox leftovers")
+        return
+    console.print(
+        f"[yellow]{len(found)} sandbox resource(s) exist[/yellow] (`testtime sandbox clean` removes the dead):"
+    )
+    for leftover in found:
+        console.print(f"  {leftover.describe()}", soft_wrap=True)
+
+
+@sandbox_app.command()
+def clean(
+    all_owners: Annotated[bool, Opt("--all", help="also remove those of live runs (they will fail)")] = False,
+) -> None:
+    """Remove containers, cgroups and temp folders left by killed runs (owner gone, or unknown)."""
+    from testtime.experiments.display import console
+    from testtime.sandbox.owner import reap
+
+    states = ("dead", "unknown", "live") if all_owners else ("dead", "unknown")
+    removed = reap(_docker_or_none(), states)
+    for leftover in removed:
+        console.print(f"removed {leftover.describe()}", soft_wrap=True)
+    console.print(f"removed {len(removed)} leftover(s)")
 
 
 @sandbox_app.command("exec")

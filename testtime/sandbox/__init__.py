@@ -1,22 +1,35 @@
 """Running untrusted code: generated programs and generated tests never run on the host (invariant 5).
 
-Threat model. The adversary is a program (or test) written by a model: it may loop, fork-bomb, allocate
-without bound, print without bound, read or write files, open sockets, read the environment, signal or kill
-its parent, leave processes behind, or try to forge its verdict.
+Threat model. The adversary is a program (or test) written by a model, or a policy under RL pressure looking
+for a reward hack: it may loop, fork-bomb, allocate without bound, print without bound, read or write files,
+open sockets, read the environment, signal or kill its parent, leave processes or files behind for the next
+job, read other processes' memory through /proc, or try to forge or read off its verdict.
 
-What is isolated, per backend:
-- `docker` (default where an engine answers): no network (`network_mode=none`), read-only root, a size-capped
-  tmpfs `/tmp`, uid 65534, every capability dropped, no-new-privileges, memory (no swap), pids and CPU limits,
-  an empty environment (no host variables, no keys). The only host path inside is a private, empty directory
-  holding the harness's unix socket.
-- `bwrap` (bubblewrap): every namespace unshared (network, pid, ipc, uts, user, mount), `/usr` bound read-only,
-  private `/tmp`, uid 65534, no capabilities, cleared environment; cgroup v1 memory and pids limits when the
-  host offers them (`testtime sandbox check` says whether it does).
-- Both: the resident harness (`harness.py`) is PID 1 of the sandbox's pid namespace, so programs cannot signal
-  it; each test runs in a fresh forked process with rlimits on address space, CPU time and file size, only
-  stdin/stdout/stderr and a result pipe open; the harness enforces wall time and output size and kills every
-  leftover process after each test. A worker whose job misbehaved (time, memory or output limit, leftovers,
-  or no answer in time) is destroyed and replaced.
+What holds, on both backends:
+- Expected outputs never enter the sandbox. A job carries the program and its tests' inputs; the harness
+  reports what the program printed or returned and how it ended, and the host judges (`judge.py`). A program
+  may see the inputs of its own job's tests; it can never see, nor search memory for, an expected output.
+- The resident harness (`harness.py`) is PID 1 of the sandbox's pid namespace, so programs cannot signal it,
+  and it is non-dumpable, so /proc/1/mem, maps and environ are unreadable to them. Each test runs in a forked
+  job process with rlimits on address space, CPU time and file size and only stdin/stdout/stderr and a result
+  pipe open; the harness enforces wall time and output size.
+- Every job starts from the same state. After each job the harness kills every leftover process (detached
+  daemons included), wipes the scratch space (`/tmp` and `/dev/shm`, tmpfs of SCRATCH_MB each, and Docker's
+  `/dev/mqueue`) and verifies it is empty and that no SysV IPC object survives; the next job is sent only after
+  that. Nothing else is writable. A worker whose job hit a limit, left processes, or could not be cleaned is
+  destroyed and replaced.
+- No network, uid 65534, no capabilities, an empty environment (no host variables, no keys), read-only root.
+
+Per backend:
+- `docker` (default where an engine answers): `network_mode=none`, no-new-privileges, memory (no swap), pids
+  and CPU limits, Docker's default seccomp profile (which also denies new user namespaces). The only host path
+  inside is an empty folder, bound read-only, where the harness's unix socket was (removed once it connected).
+- `bwrap` (bubblewrap): every namespace unshared (network, pid, ipc, uts, user, mount), nested user namespaces
+  disabled, `/usr` bound read-only, `/dev` read-only; cgroup v1 memory and pids limits when the host offers
+  them (`testtime sandbox check` says whether it does). No seccomp filter.
+
+Containers, folders and cgroups carry their owner's identity; a killed run's leftovers are reaped by the
+next sandbox that starts (`owner.py`, `testtime sandbox check` and `clean`).
 
 Not isolated: CPU and memory bandwidth are shared with the host (timing noise), and the kernel is the host's
 (a kernel exploit escapes every backend here; use VMs if that is in scope).
@@ -39,6 +52,7 @@ from testtime.core.errors import UserError
 from testtime.core.records import TestCase
 from testtime.core.registry import Registry
 
+SCRATCH_MB = 64  # the size of each writable tmpfs (/tmp, /dev/shm), the same on every backend
 Verdict = Literal["pass", "wrong_answer", "time_limit", "runtime_error", "memory_limit", "output_limit"]
 
 

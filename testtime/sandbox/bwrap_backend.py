@@ -1,26 +1,28 @@
 """`bwrap`: bubblewrap workers, each a resident harness as PID 1 of fresh namespaces, over stdin/stdout.
 
+Writable: only `/tmp` and `/dev/shm`, tmpfs capped at the size Docker's are, wiped after every job; `/dev`
+itself and the root are read-only, and nested user namespaces are disabled (`--disable-userns`).
 Limits beyond the harness's rlimits come from cgroup v1 (memory, pids) when the host lets us create groups;
 `testtime sandbox check` reports whether it does. Without them a fork bomb is bounded only by the per-test
-wall time and the kill of leftovers, which is weaker: prefer Docker where an engine answers.
+wall time and the kill of leftovers, which is weaker: prefer Docker where an engine answers. Cgroups are
+named after their owner (`owner.py`); a starting pool reaps those of dead owners.
 """
 
 from __future__ import annotations
 
 import os
-import select
 import shutil
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-from testtime.sandbox import SANDBOXES, SandboxError
+from testtime.sandbox import SANDBOXES, SCRATCH_MB, SandboxError
+from testtime.sandbox.owner import CGROUP_PREFIX, CGROUP_ROOT, local_tag, reap, remove_cgroup
 from testtime.sandbox.pool import HARNESS_SOURCE, PooledSandbox, Worker
 
-CGROUP_V1 = Path("/sys/fs/cgroup")
+SCRATCH_BYTES = str(SCRATCH_MB << 20)
 
 
 def bwrap_command(python: str) -> list[str]:
@@ -28,6 +30,7 @@ def bwrap_command(python: str) -> list[str]:
         "bwrap",
         "--unshare-all",
         "--unshare-user",
+        "--disable-userns",
         "--uid",
         "65534",
         "--gid",
@@ -51,6 +54,14 @@ def bwrap_command(python: str) -> list[str]:
         "/proc",
         "--dev",
         "/dev",
+        "--size",
+        SCRATCH_BYTES,
+        "--tmpfs",
+        "/dev/shm",
+        "--remount-ro",
+        "/dev",
+        "--size",
+        SCRATCH_BYTES,
         "--tmpfs",
         "/tmp",
         "--chdir",
@@ -75,16 +86,17 @@ def sandbox_python() -> str:
 
 
 def cgroups_available() -> bool:
-    return all(os.access(CGROUP_V1 / c, os.W_OK) for c in ("memory", "pids"))
+    return all(os.access(CGROUP_ROOT / c, os.W_OK) for c in ("memory", "pids"))
 
 
 class _BwrapWorker(Worker):
     def __init__(self, python: str, memory_mb: int, pids: int) -> None:
+        super().__init__()
         self.groups: list[Path] = []
         command = bwrap_command(python)
         if cgroups_available():
-            name = f"testtime-{uuid.uuid4().hex[:12]}"
-            memory, pid_group = CGROUP_V1 / "memory" / name, CGROUP_V1 / "pids" / name
+            name = f"{CGROUP_PREFIX}{local_tag()}-{uuid.uuid4().hex[:8]}"
+            memory, pid_group = CGROUP_ROOT / "memory" / name, CGROUP_ROOT / "pids" / name
             for group in (memory, pid_group):
                 group.mkdir()
                 self.groups.append(group)
@@ -105,36 +117,27 @@ class _BwrapWorker(Worker):
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            text=True,
+            bufsize=0,
             env={"PATH": "/usr/bin:/bin"},
         )
-        if self.receive(30) != "ready":
-            error = self.process.stderr.read() if self.process.poll() is not None and self.process.stderr else ""
-            self.destroy()
-            raise SandboxError(f"bubblewrap worker did not start: {error.strip()[-300:] or 'no answer in 30 s'}")
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.write_fd, self.read_fd = self.process.stdin.fileno(), self.process.stdout.fileno()
 
-    def send(self, line: str) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(line + "\n")
-        self.process.stdin.flush()
-
-    def receive(self, timeout_s: float) -> str | None:
-        assert self.process.stdout is not None
-        ready, _, _ = select.select([self.process.stdout], [], [], timeout_s)
-        if not ready:
-            return None
-        return self.process.stdout.readline().strip() or None
+    def await_ready(self) -> list[str] | None:
+        reasons = super().await_ready()
+        if reasons is None and self.process.poll() is not None and self.process.stderr is not None:
+            error = self.process.stderr.read().decode(errors="replace").strip()[-300:]
+            raise SandboxError(f"bubblewrap worker did not start: {error or 'it exited'}")
+        return reasons
 
     def destroy(self) -> None:
         self.process.kill()
         self.process.wait()
+        for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
+            if stream is not None:
+                stream.close()
         for group in self.groups:
-            for _ in range(50):  # the kernel empties a group a moment after its last process exits
-                try:
-                    group.rmdir()
-                    break
-                except OSError:
-                    time.sleep(0.01)
+            remove_cgroup(group)
 
 
 @SANDBOXES.register("bwrap", help="bubblewrap namespaces + rlimits (+ cgroup v1 limits where available)")
@@ -158,6 +161,8 @@ class BwrapSandbox(PooledSandbox):
     def start(self) -> None:
         if shutil.which("bwrap") is None:
             raise SandboxError("bubblewrap is not installed: apt-get install bubblewrap (or use --sandbox docker)")
+        if not self._started:
+            reap()  # cgroups and folders of runs that were killed
         super().start()
 
     def _spawn(self) -> Worker:

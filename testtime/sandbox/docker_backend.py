@@ -1,8 +1,10 @@
 """`docker`: a warm pool of locked-down containers, each running the resident harness as PID 1.
 
-Jobs travel over a unix socket in a private host directory bound into the container (the only host path
-inside), so a job costs no Docker API call. A misbehaving container is killed and replaced: killing a
-client never stops a container, so `destroy` kills the container itself.
+Jobs travel over a unix socket. The host listens on it in a private folder, bound read-only into the
+container as its only host path; the harness connects once, and the socket file is removed at once, so no
+later process can connect and nothing in the container can write to the host. A misbehaving container is
+killed and replaced: killing a client never stops a container, so `destroy` kills the container itself.
+Containers and folders carry their owner's identity (`owner.py`); a starting pool reaps those of dead owners.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import tempfile
 import time
 from typing import Any
 
-from testtime.sandbox import SANDBOXES, SandboxError
+from testtime.sandbox import SANDBOXES, SCRATCH_MB, SandboxError
+from testtime.sandbox.owner import CONTAINER_LABEL, FOLDER_PREFIX, OWNER_LABEL, local_tag, owner_id, reap
 from testtime.sandbox.pool import HARNESS_SOURCE, PooledSandbox, Worker
 
 DEFAULT_IMAGE = "testtime-sandbox:py311"
@@ -38,15 +41,23 @@ def docker_client() -> Any:
 
 class _ContainerWorker(Worker):
     def __init__(self, client: Any, image: str, memory_mb: int, pids: int, cpus: float) -> None:
-        self.folder = tempfile.mkdtemp(prefix="testtime-sandbox-")
-        os.chmod(self.folder, 0o777)  # the harness runs as uid 65534 and creates its socket here
+        super().__init__()
+        self.connection: socket.socket | None = None
+        self.folder = tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{local_tag()}-")
+        os.chmod(self.folder, 0o755)  # uid 65534 must reach the socket; the mount is read-only anyway
+        self.socket_path = os.path.join(self.folder, "harness.sock")
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(self.socket_path)
+        os.chmod(self.socket_path, 0o777)  # connecting needs write permission on the socket file
+        self.listener.listen(1)
         self.container = client.containers.run(
             image,
-            ["python3", "-c", HARNESS_SOURCE, "--socket", f"{SOCKET_DIR}/harness.sock"],
+            ["python3", "-c", HARNESS_SOURCE, "--connect", f"{SOCKET_DIR}/harness.sock"],
             detach=True,
             network_mode="none",
             read_only=True,
-            tmpfs={"/tmp": "size=64m,mode=1777"},
+            tmpfs={"/tmp": f"size={SCRATCH_MB}m,mode=1777"},
+            shm_size=f"{SCRATCH_MB}m",
             mem_limit=f"{memory_mb}m",
             memswap_limit=f"{memory_mb}m",
             nano_cpus=int(cpus * 1e9),
@@ -55,50 +66,50 @@ class _ContainerWorker(Worker):
             security_opt=["no-new-privileges"],
             user="65534:65534",
             environment={},
-            volumes={self.folder: {"bind": SOCKET_DIR, "mode": "rw"}},
+            volumes={self.folder: {"bind": SOCKET_DIR, "mode": "ro"}},
             working_dir="/tmp",
-            labels={"testtime.sandbox": "harness"},
+            labels={CONTAINER_LABEL: "harness", OWNER_LABEL: owner_id()},
         )
-        self.sock = self._connect(os.path.join(self.folder, "harness.sock"))
-        self.reader = self.sock.makefile("r", encoding="utf-8")
 
-    def _connect(self, path: str) -> socket.socket:
+    def _accept(self) -> socket.socket:
+        """The harness's one connection; then the socket file goes, so nothing else can connect."""
         deadline = time.monotonic() + 30
+        self.listener.settimeout(0.05)
         while time.monotonic() < deadline:
-            if os.path.exists(path):
-                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                try:
-                    sock.connect(path)
-                    return sock
-                except OSError:
-                    sock.close()
-            self.container.reload()
-            if self.container.status == "exited":
-                logs = self.container.logs().decode(errors="replace")[-500:]
-                self.destroy()
-                raise SandboxError(f"sandbox container exited at start: {logs}")
-            time.sleep(0.01)
-        self.destroy()
-        raise SandboxError("sandbox container did not start its harness within 30 s")
+            try:
+                connection, _ = self.listener.accept()
+                break
+            except TimeoutError:
+                self.container.reload()
+                if self.container.status == "exited":
+                    logs = self.container.logs().decode(errors="replace")[-500:]
+                    self.destroy()
+                    raise SandboxError(f"sandbox container exited at start: {logs}") from None
+        else:
+            self.destroy()
+            raise SandboxError("sandbox container did not start its harness within 30 s")
+        self.listener.close()
+        os.unlink(self.socket_path)
+        connection.setblocking(True)
+        return connection
 
-    def send(self, line: str) -> None:
-        self.sock.sendall(line.encode() + b"\n")
+    @property
+    def read_fd(self) -> int:  # type: ignore[override]
+        if self.connection is None:
+            self.connection = self._accept()  # lazily: a pool starts its containers in parallel
+        return self.connection.fileno()
 
-    def receive(self, timeout_s: float) -> str | None:
-        self.sock.settimeout(timeout_s)
-        try:
-            line = self.reader.readline()
-        except TimeoutError:
-            return None
-        return line or None
+    @property
+    def write_fd(self) -> int:  # type: ignore[override]
+        return self.read_fd
 
     def destroy(self) -> None:
-        for close in (getattr(self, "reader", None), getattr(self, "sock", None)):
-            if close is not None:
-                close.close()
+        for closable in (self.connection, self.listener):
+            if closable is not None:
+                closable.close()
         try:
             self.container.remove(force=True)  # SIGKILL to the container, then removal
-        except Exception:  # noqa: BLE001 - already gone is fine; a leftover is listed by `sandbox check`
+        except Exception:  # noqa: BLE001 - already gone is fine; a leftover is reaped by the next pool
             pass
         shutil.rmtree(self.folder, ignore_errors=True)
 
@@ -130,6 +141,7 @@ class DockerSandbox(PooledSandbox):
                 self._client.images.get(self.image)
             except Exception:  # noqa: BLE001 - ImageNotFound or an engine error: same advice
                 raise SandboxError(f"sandbox image {self.image} is missing: run `testtime sandbox build`") from None
+            reap(self._client)  # containers and folders of runs that were killed
         super().start()
 
     def _spawn(self) -> Worker:

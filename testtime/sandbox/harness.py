@@ -1,353 +1,349 @@
-"""The in-sandbox test harness. Standalone (stdlib only): its source is sent into the sandbox and run there.
+"""The in-sandbox test harness's supervisor. Standalone (stdlib only): `harness_job.py`, `harness_clean.py`
+and this file travel into the sandbox as one source (`pool.HARNESS_SOURCE`) and run there.
 
-It serves jobs as JSON lines (stdio, or a unix socket for Docker) and stays resident as PID 1 of the
-sandbox's pid namespace, so programs cannot signal it and a job costs a fork, not a container exec.
+The supervisor is PID 1 of the sandbox's pid namespace, so programs cannot signal it, and it makes itself
+non-dumpable first, so no program can read its memory or environment through /proc/1. It serves jobs as JSON
+lines over one byte stream (stdio for bubblewrap, a unix socket for Docker), so a job costs no process start.
 
-Per job it forks a fresh job process that closes every inherited descriptor, sets rlimits (address space,
-CPU, file size), and runs the tests in order: per test, stdin and stdout are fresh memfds on fds 0 and 1
-(so `sys.stdin.buffer.readline` and `sys.stdout.buffer.write` work, unlike the official mock), the program
-runs in a fresh namespace with LiveCodeBench's prelude, and an interval timer bounds its time. The harness
-watches from outside: a test that hangs past its bound or kills its process is judged from how it ended,
-and a new job process continues with the next test. After each job it kills every leftover process.
-Verdicts are judged here, in PID 1, never in the program's process.
+Job processes come from a zygote: a process forked at start-up, before any job, that never receives job
+data; it forks a job process on request and hands its pipes to the supervisor (SCM_RIGHTS). So a job
+process's memory holds its own job and nothing of any earlier one, and the next one is forked and warmed up
+while the worker is idle. A test that hangs past its bound or kills its job process is reported from how it
+ended, and a fresh job process continues with the next test.
 
-Comparison follows the official grader: stdin tests compare stripped lines (equal count), each line exactly
-or as whitespace-split tokens with exact Decimal equality; functional tests compare the JSON value of the
-call's result with the expected JSON (tuples are lists). Like the official harness, a program shares its
-process's memory with its test's input and could in principle read it; it can never write a verdict.
+Protocol. Host → harness: `{"program", "func_name", "limits", "inputs": [{"input", "testtype"}], "stream"}`:
+inputs only, expected outputs never enter the sandbox; the host judges. Harness → host: with `stream` (early
+exit) one `{"test": ...}` line per test as it ends, and the host may send `{"stop": true}` at any time; then
+`{"done": true, "tests": [...], "limit_hit"}` (tests only when not streamed; a worker that hit a limit is
+replaced at once). After every job, off the job's critical path, the harness kills every leftover process,
+wipes `/tmp`, `/dev/shm` and `/dev/mqueue`, verifies they are empty and that no SysV IPC object survives,
+pre-forks the next job process, and sends `{"ready": true, "recycle": [reasons]}`; the host sends the next
+job only after that line, and replaces the worker when there is any reason to.
 """
 
-import hashlib
-import io
 import json
 import os
-import resource
 import select
 import signal
 import socket
 import sys
 import time
-import traceback
-from decimal import Decimal, InvalidOperation
 
-PRELUDE = (
-    "from string import *\nfrom re import *\nfrom datetime import *\nfrom collections import *\n"
-    "from heapq import *\nfrom bisect import *\nfrom copy import *\nfrom math import *\nfrom random import *\n"
-    "from statistics import *\nfrom itertools import *\nfrom functools import *\nfrom operator import *\n"
-    "from io import *\nfrom sys import *\nfrom json import *\nfrom typing import *\n"
-    "import string, re, datetime, collections, heapq, bisect, copy, math, random, statistics, itertools\n"
-    "import functools, operator, io, sys, json, typing\n"
-)
-# Executed once here, so each forked test child starts with the prelude already imported (a fork, not 17 imports).
-_PRELUDE_NAMESPACE = {"__builtins__": __builtins__}
-exec(PRELUDE, _PRELUDE_NAMESPACE)
-ERROR_BYTES = 2000
-OUTPUT_PREVIEW = 1000
+if "job_process" not in globals():  # imported from the package rather than run as the joined source
+    from testtime.sandbox.harness_clean import SCRATCH, kill_leftovers, sysv_objects, wipe
+    from testtime.sandbox.harness_job import job_process, result_record
 
-
-class _TimeLimit(BaseException):
-    """Raised by the interval timer inside a test; BaseException so `except Exception` cannot swallow it."""
-
-
-def _on_alarm(signum, frame):
-    raise _TimeLimit()
-
-
-def _job_process(program, tests, first, func_name, limits, report_fd, out_fd):
-    """Runs in the forked job process: tests[first:] in order, one JSON line per test on report_fd. Never returns."""
-    try:
-        os.setsid()
-        timeout = float(limits.get("timeout_s", 6.0))
-        memory = int(limits.get("memory_mb", 1024)) << 20
-        cap = int(limits.get("output_bytes", 1 << 20))
-        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-        cpu = int(timeout * (len(tests) - first + 1)) + 5
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (cap + 1, cap + 1))
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # over-long output: writes fail with EFBIG instead
-        signal.signal(signal.SIGALRM, _on_alarm)
-        devnull = os.open(os.devnull, os.O_RDWR)
-        for target in (0, 2):
-            os.dup2(devnull, target)
-        os.dup2(out_fd, 1)
-        # Keep only stdio and the report pipe: the harness's own channel (a socket to the host, or its
-        # stdin/stdout) must be unreachable, or a program could write reports of its own.
-        for fd in [int(name) for name in os.listdir("/proc/self/fd")]:
-            if fd > 2 and fd != report_fd:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass  # the listing's own descriptor, already gone
-        sys.setrecursionlimit(50000)
-        if hasattr(sys, "set_int_max_str_digits"):
-            sys.set_int_max_str_digits(0)
-        reports = os.fdopen(report_fd, "w", encoding="utf-8")
-        try:
-            code = compile(program, "<program>", "exec")
-        except (SyntaxError, ValueError) as exc:
-            for index in range(first, len(tests)):
-                reports.write(
-                    json.dumps(
-                        {
-                            "index": index,
-                            "status": "compile_error",
-                            "seconds": 0.0,
-                            "error": f"{type(exc).__name__}: {exc}",
-                            "stdout": "",
-                        }
-                    )
-                    + "\n"
-                )
-            reports.flush()
-            os._exit(0)
-        for index in range(first, len(tests)):
-            reports.write(json.dumps(_run_one(code, tests[index], func_name, timeout, cap, index)) + "\n")
-            reports.flush()
-        os._exit(0)
-    except BaseException:  # noqa: BLE001 - never fall back into the harness's own loop
-        os._exit(70)
-
-
-def _run_one(code, test, func_name, timeout, cap, index):
-    test_input = test.get("input", "")
-    in_fd = os.memfd_create("stdin")
-    os.write(in_fd, test_input.encode())
-    os.lseek(in_fd, 0, os.SEEK_SET)
-    os.dup2(in_fd, 0)
-    os.close(in_fd)
-    os.ftruncate(1, 0)
-    os.lseek(1, 0, os.SEEK_SET)
-    sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8")
-    sys.stdout = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "w", closefd=False)), encoding="utf-8")
-    namespace = dict(_PRELUDE_NAMESPACE)
-    # `from sys import *` bound the harness's streams; programs must see this test's.
-    namespace.update(__name__="__main__" if func_name is None else "solution", stdin=sys.stdin, stdout=sys.stdout)
-    status, error, result = "ok", None, None
-    started = time.monotonic()
-    signal.setitimer(signal.ITIMER_REAL, timeout)
-    try:
-        try:
-            exec(code, namespace)
-            if func_name is not None:
-                args = [json.loads(line) for line in test_input.splitlines() if line.strip()]
-                owner = namespace["Solution"]() if "Solution" in namespace else None
-                target = getattr(owner, func_name) if owner is not None else namespace[func_name]
-                result = json.dumps(target(*args))
-        except SystemExit as exc:
-            if exc.code not in (None, 0):
-                status, error = "runtime_error", f"SystemExit: {exc.code}"
-        try:
-            sys.stdout.flush()
-        except OSError:
-            status = "output_limit"
-    except _TimeLimit:
-        status = "time_limit"
-    except MemoryError:
-        status, error = "memory_limit", "MemoryError"
-    except BaseException as exc:  # noqa: BLE001 - the program's error is the verdict's content
-        frames = traceback.format_exception_only(type(exc), exc)
-        status, error = "runtime_error", (frames[-1].strip() if frames else type(exc).__name__)[-ERROR_BYTES:]
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-    seconds = time.monotonic() - started
-    size = os.fstat(1).st_size
-    if size > cap:
-        status = "output_limit"
-    stdout = os.pread(1, min(size, cap), 0).decode("utf-8", "replace")
-    return {"index": index, "status": status, "seconds": seconds, "error": error, "stdout": stdout, "result": result}
-
-
-def _lines_match(actual, expected):
-    got = actual.strip().split("\n")
-    want = expected.strip().split("\n")
-    if len(got) != len(want):
-        return False
-    for g, w in zip(got, want, strict=True):
-        g, w = g.strip(), w.strip()
-        if g == w:
-            continue
-        g_tokens, w_tokens = g.split(), w.split()
-        if len(g_tokens) != len(w_tokens):
-            return False
-        try:
-            if any(Decimal(a) != Decimal(b) for a, b in zip(g_tokens, w_tokens, strict=True)):
-                return False
-        except InvalidOperation:
-            return False
-    return True
-
-
-def output_digest(text):
-    normal = "\n".join(line.strip() for line in text.strip().split("\n"))
-    return hashlib.sha256(normal.encode()).hexdigest()[:16]
-
-
-def _kill_leftovers():
-    """As PID 1 of a pid namespace, every other process is a leftover of the last test."""
-    if os.getpid() != 1:
-        return False
-    killed = False
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) != 1:
-            try:
-                os.kill(int(entry), signal.SIGKILL)
-                killed = True
-            except OSError:
-                pass
-    _reap()
-    return killed
-
-
-def _reap():
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-
-
-def _verdict(test, status, stdout, result, func_name):
-    if status == "ok":
-        return _judge(result if func_name is not None else stdout, test)
-    return "runtime_error" if status == "compile_error" else status
-
-
-def run_job(job):
-    """All tests of one job in a forked job process, re-forked after a test that killed or hung it."""
-    tests, func_name, limits = job.get("tests", []), job.get("func_name"), job.get("limits", {})
-    timeout = float(limits.get("timeout_s", 6.0))
-    verdicts, index, dirty = [], 0, False
-    while index < len(tests):
-        report_r, report_w = os.pipe()
-        out_fd = os.memfd_create("stdout")
-        pid = os.fork()
-        if pid == 0:
-            os.close(report_r)
-            _job_process(job["program"], tests, index, func_name, limits, report_w, out_fd)
-        os.close(report_w)
-        reader = _LineReader(report_r)
-        stop = False
-        while index < len(tests) and not stop:
-            line = reader.readline(timeout + 1.0)
-            if not line:
-                # Hung past the bound (None) or died (EOF): this test's verdict comes from how it ended.
-                verdicts.append(_ended(pid, line is None, out_fd, tests[index], func_name, timeout))
-                dirty, stop = True, True
-            else:
-                report = json.loads(line)
-                verdict = _verdict(tests[index], report["status"], report["stdout"], report.get("result"), func_name)
-                verdicts.append(
-                    _entry(
-                        verdict,
-                        report["seconds"],
-                        report["error"],
-                        report["status"] == "compile_error",
-                        report.get("result") if func_name is not None else report["stdout"],
-                    )
-                )
-                dirty = dirty or verdict in ("time_limit", "memory_limit", "output_limit")
-            if job.get("early_exit") and verdicts[-1]["verdict"] != "pass":
-                stop, index = True, len(tests)
-            else:
-                index += 1
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except OSError:
-            pass
-        _reap_child(pid)
-        os.close(report_r)
-        os.close(out_fd)
-        dirty = _kill_leftovers() or dirty
-    return {"tests": verdicts, "dirty": dirty}
+LIMIT_STATUSES = ("time_limit", "memory_limit", "output_limit")
 
 
 class _LineReader:
-    """Lines from a pipe with a timeout; unbuffered reads, so select never misses a line read ahead."""
+    """Lines from a descriptor; unbuffered reads, so select never misses a line already read ahead."""
 
     def __init__(self, fd):
         self.fd, self.buffer = fd, b""
 
-    def readline(self, timeout):
-        """A line; "" at end of stream; None when nothing complete came within the timeout."""
-        deadline = time.monotonic() + timeout
-        while b"\n" not in self.buffer:
-            remaining = deadline - time.monotonic()
-            ready, _, _ = select.select([self.fd], [], [], max(remaining, 0))
-            if not ready:
-                return None
-            chunk = os.read(self.fd, 65536)
-            if not chunk:
-                return ""
-            self.buffer += chunk
+    def has_line(self):
+        return b"\n" in self.buffer
+
+    def pop_line(self):
         line, _, self.buffer = self.buffer.partition(b"\n")
         return line.decode("utf-8", "replace")
 
+    def fill(self):
+        """One read; False at end of stream."""
+        chunk = os.read(self.fd, 65536)
+        self.buffer += chunk
+        return bool(chunk)
 
-def _ended(pid, hung, out_fd, test, func_name, timeout):
-    """The verdict of a test whose job process hung or died without reporting it."""
-    if hung:
+    def readline(self):
+        """The next line, blocking; "" at end of stream."""
+        while not self.has_line():
+            if not self.fill():
+                return self.pop_line() if self.buffer else ""
+        return self.pop_line()
+
+
+class _Channel:
+    """The host's end: JSON lines in, JSON lines out."""
+
+    def __init__(self, read_fd, write_fd):
+        self.reader, self.write_fd = _LineReader(read_fd), write_fd
+
+    def send(self, message):
+        data = (json.dumps(message) + "\n").encode()
+        while data:
+            data = data[os.write(self.write_fd, data) :]
+
+
+class _Zygote:
+    """The supervisor's handle on the zygote: job processes on request, and how each one ended."""
+
+    def __init__(self):
+        self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.pid = os.fork()
+        if self.pid == 0:
+            self.sock.close()
+            _zygote_main(theirs)
+        theirs.close()
+        self.exits = {}
+
+    def spawn(self):
+        """(pid, job pipe, report pipe, stdout memfd) of a new job process; None when the zygote is gone."""
         try:
-            os.killpg(pid, signal.SIGKILL)
+            self.sock.send(b"fork")
+            while True:
+                data, fds, _, _ = socket.recv_fds(self.sock, 4096, 3)
+                if not data:
+                    return None
+                message = json.loads(data)
+                if "exit" in message:
+                    self.exits[message["exit"]] = message["status"]
+                    continue
+                return (message["pid"], *fds)
+        except (OSError, ValueError):
+            return None
+
+    def exit_status(self, pid, timeout):
+        """How job process `pid` ended (a wait status), or None if the zygote did not say in time."""
+        deadline = time.monotonic() + timeout
+        while pid not in self.exits:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([self.sock], [], [], remaining)[0]:
+                return None
+            data = self.sock.recv(4096)
+            if not data:
+                return None
+            message = json.loads(data)
+            self.exits[message["exit"]] = message["status"]
+        return self.exits[pid]
+
+    def drain(self):
+        """Forget the exits nobody asked about (job processes killed at the end of their job)."""
+        while select.select([self.sock], [], [], 0)[0]:
+            if not self.sock.recv(4096):
+                return
+        self.exits.clear()
+
+
+def _zygote_main(sock):
+    """Fork job processes on request; report each one's wait status. Never sees any job data. Never returns."""
+    try:
+        for fd in [int(name) for name in os.listdir("/proc/self/fd")]:
+            if fd > 2 and fd != sock.fileno():
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        wake_r, wake_w = os.pipe()
+        os.set_blocking(wake_w, False)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.set_wakeup_fd(wake_w)
+        while True:
+            ready = select.select([sock, wake_r], [], [])[0]
+            if wake_r in ready:
+                os.read(wake_r, 4096)
+                while True:
+                    try:
+                        pid, status = os.waitpid(-1, os.WNOHANG)
+                    except ChildProcessError:
+                        break
+                    if pid == 0:
+                        break
+                    sock.send(json.dumps({"exit": pid, "status": status}).encode())
+            if sock in ready:
+                if not sock.recv(64):
+                    os._exit(0)  # the supervisor is gone
+                job_r, job_w = os.pipe()
+                report_r, report_w = os.pipe()
+                out_fd = os.memfd_create("stdout")
+                pid = os.fork()
+                if pid == 0:
+                    signal.set_wakeup_fd(-1)
+                    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                    for fd in (sock.fileno(), wake_r, wake_w, job_w, report_r):
+                        os.close(fd)
+                    job_process(job_r, report_w, out_fd)
+                socket.send_fds(sock, [json.dumps({"pid": pid}).encode()], [job_w, report_r, out_fd])
+                for fd in (job_r, job_w, report_r, report_w, out_fd):
+                    os.close(fd)
+    except BaseException:  # noqa: BLE001 - never return into the supervisor's loop
+        os._exit(70)
+
+
+class _JobProcess:
+    def __init__(self, spawned):
+        self.pid, self.job_w, report_r, self.out_fd = spawned
+        self.report = _LineReader(report_r)
+        self.killed = False
+
+    def start(self, job, first):
+        data = json.dumps({**job, "first": first}).encode()
+        try:
+            while data:
+                data = data[os.write(self.job_w, data) :]
+        except OSError:
+            pass  # it died before reading: the report pipe says so
+        os.close(self.job_w)
+
+    def kill(self):
+        if self.killed:
+            return
+        self.killed = True
+        try:
+            os.killpg(self.pid, signal.SIGKILL)
         except OSError:
             pass
-        return _entry("time_limit", timeout, "no result within the time limit", False, "")
-    status = _reap_child(pid)
-    if status is not None and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
-        # os._exit(0) mid-test: judge what it printed, as a normal exit would be judged.
-        stdout = os.pread(out_fd, 1 << 20, 0).decode("utf-8", "replace")
-        return _entry(_judge(stdout, test) if func_name is None else "runtime_error", 0.0, None, False, stdout)
-    if status is not None and os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        verdict = (
-            "time_limit" if sig == signal.SIGXCPU else "memory_limit" if sig == signal.SIGKILL else "runtime_error"
-        )
-        return _entry(verdict, 0.0, f"killed by signal {sig}", False, "")
-    return _entry("runtime_error", 0.0, "the test process exited without a result", False, "")
+        os.close(self.report.fd)
+        os.close(self.out_fd)
 
 
-def _reap_child(pid):
-    try:
-        return os.waitpid(pid, 0)[1]
-    except ChildProcessError:
-        return None
-
-
-def _entry(verdict, seconds, error, compile_error, output):
-    output = output or ""
-    return {
-        "verdict": verdict,
-        "seconds": round(seconds, 4),
-        "error": error,
-        "compile_error": compile_error,
-        "output": output[:OUTPUT_PREVIEW],
-        "output_digest": output_digest(output),
-    }
-
-
-def _judge(result, test):
-    expected = test.get("output")
-    if expected is None:
-        return "pass"  # an input without an expected output: it ran; selectors compare the outputs
-    if test.get("testtype") == "functional":
+def _stop_requested(channel):
+    """Consume whatever the host sent while a job runs; True when it asked to stop (its verdict is in)."""
+    stop = False
+    while channel.reader.has_line():
         try:
-            return "pass" if json.loads(result) == json.loads(expected) else "wrong_answer"
+            stop = stop or bool(json.loads(channel.reader.pop_line()).get("stop"))
         except ValueError:
-            return "wrong_answer"
-    return "pass" if _lines_match(result, expected) else "wrong_answer"
-
-
-def serve(reader, writer):
-    for line in reader:
-        if not line.strip():
             continue
-        try:
-            report = run_job(json.loads(line))
-        except Exception as exc:  # noqa: BLE001 - a harness fault is reported, never a pass
-            report = {"harness_error": f"{type(exc).__name__}: {exc}"}
-        writer.write(json.dumps(report) + "\n")
-        writer.flush()
+    return stop
+
+
+def _next_report(report, channel, deadline):
+    """("report", line) | ("stop", None) | ("hung", None) | ("ended", None): the next thing a test did."""
+    while True:
+        if channel is not None and _stop_requested(channel):
+            return "stop", None
+        if report.has_line():
+            return "report", report.pop_line()
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return "hung", None
+        watched = [report.fd] + ([channel.reader.fd] if channel is not None else [])
+        ready = select.select(watched, [], [], remaining)[0]
+        if channel is not None and channel.reader.fd in ready and not channel.reader.fill():
+            os._exit(0)  # the host is gone: PID 1 exiting takes every process of the sandbox with it
+        if report.fd in ready and not report.fill() and not report.has_line():
+            return "ended", None
+
+
+class Supervisor:
+    def __init__(self, channel):
+        self.channel = channel
+        self.zygote = _Zygote()
+        self.next_process = None
+        self.job_groups = []  # the job processes of the last job (each leads its own process group)
+
+    def _process(self):
+        spawned = self.next_process or self.zygote.spawn()
+        self.next_process = None
+        if spawned is None:
+            raise RuntimeError("the zygote is gone")
+        self.job_groups.append(spawned[0])
+        return _JobProcess(spawned)
+
+    def run_job(self, job):
+        """All tests of one job, re-forked after a test that killed or hung its job process.
+
+        Returns (results, limit_hit). With `stream`, each result goes to the host as soon as it exists and
+        the host may stop the job early."""
+        inputs, func_name = job.get("inputs", []), job.get("func_name")
+        stream = self.channel if job.get("stream") else None
+        timeout = float(job.get("limits", {}).get("timeout_s", 6.0))
+        results, index, limit_hit, stopped = [], 0, False, False
+        while index < len(inputs) and not stopped:
+            process = self._process()
+            process.start(job, index)
+            while index < len(inputs):
+                event, line = _next_report(process.report, stream, time.monotonic() + timeout + 1.0)
+                if event == "stop":
+                    stopped = True
+                    break
+                if event == "report":
+                    result = json.loads(line)
+                else:  # hung past the bound, or died: the result comes from how it ended
+                    result = self._ended(process, event == "hung", index, func_name, timeout)
+                results.append(result)
+                limit_hit = limit_hit or result["status"] in LIMIT_STATUSES or event != "report"
+                if stream is not None:
+                    self.channel.send({"test": result})
+                index += 1
+                if event != "report":
+                    break  # the job process is gone: a new one continues with the next test
+            process.kill()
+        return results, limit_hit
+
+    def _ended(self, process, hung, index, func_name, timeout):
+        """The result of a test whose job process hung or died without reporting it."""
+        if hung:
+            process.kill()
+            return result_record(index, "time_limit", timeout, "no result within the time limit", "")
+        status = self.zygote.exit_status(process.pid, 5.0)
+        if status is not None and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
+            # os._exit(0) mid-test: what it printed is judged, as a normal exit would be; a function returned nothing.
+            stdout = os.pread(process.out_fd, 1 << 20, 0).decode("utf-8", "replace")
+            if func_name is None:
+                return result_record(index, "ok", 0.0, None, stdout)
+            return result_record(index, "runtime_error", 0.0, "the process exited before returning", stdout)
+        if status is not None and os.WIFSIGNALED(status):
+            sig = os.WTERMSIG(status)
+            verdict = (
+                "time_limit" if sig == signal.SIGXCPU else "memory_limit" if sig == signal.SIGKILL else "runtime_error"
+            )
+            return result_record(index, verdict, 0.0, f"killed by signal {sig}", "")
+        return result_record(index, "runtime_error", 0.0, "the test process exited without a result", "")
+
+    def cleanup(self, limit_hit):
+        """Leave the sandbox as the next job must find it, and pre-fork the next job process; the reasons,
+        if any, to replace the worker. Only as PID 1 of a sandbox: on a host (perf's unisolated reference)
+        it touches nothing."""
+        reasons = ["a limit was hit"] if limit_hit else []
+        job_groups, self.job_groups = set(self.job_groups), []
+        for pid in job_groups:
+            self.zygote.exit_status(pid, 1.0)  # killed at the end of its job: let it go before the sweep
+        if os.getpid() == 1:
+            if kill_leftovers({1, self.zygote.pid}, job_groups):
+                reasons.append("processes left behind")
+            for folder in SCRATCH:
+                if not wipe(folder):
+                    reasons.append(f"{folder} could not be emptied")
+            if sysv_objects():
+                reasons.append("SysV IPC objects left behind")
+        self.zygote.drain()
+        self.next_process = self.zygote.spawn()
+        if self.next_process is None:
+            reasons.append("the zygote is gone")
+        return reasons
+
+    def serve(self):
+        self.channel.send({"ready": True, "recycle": self.cleanup(False)})
+        while True:
+            line = self.channel.reader.readline()
+            if not line:
+                return  # the host closed the stream
+            try:
+                job = json.loads(line)
+            except ValueError:
+                self.channel.send({"harness_error": "a job line that is not JSON"})
+                continue
+            if "program" not in job:
+                continue  # a stop that arrived after its job had finished
+            limit_hit = True
+            try:
+                results, limit_hit = self.run_job(job)
+                self.channel.send({"done": True, "tests": [] if job.get("stream") else results, "limit_hit": limit_hit})
+            except Exception as exc:  # noqa: BLE001 - a harness fault is reported, never a pass
+                self.channel.send({"harness_error": f"{type(exc).__name__}: {exc}"})
+            self.channel.send({"ready": True, "recycle": self.cleanup(limit_hit)})
+
+
+def _make_undumpable():
+    """PR_SET_DUMPABLE 0: /proc/1/mem, maps and environ become unreadable to the programs (same uid)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
+    except (OSError, AttributeError):
+        pass  # `testtime sandbox check` reports whether /proc/1 is readable
 
 
 def main():
@@ -355,23 +351,14 @@ def main():
     # dropped (a program's SIGINT would raise KeyboardInterrupt here), so every handler goes back to default.
     for sig in (signal.SIGINT, signal.SIGPIPE, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
         signal.signal(sig, signal.SIG_DFL)
-    if len(sys.argv) >= 3 and sys.argv[1] == "--socket":
-        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        server.bind(sys.argv[2])
-        os.chmod(sys.argv[2], 0o666)
-        server.listen(1)
-        while True:
-            connection, _ = server.accept()
-            with (
-                connection,
-                connection.makefile("r", encoding="utf-8") as reader,
-                connection.makefile("w", encoding="utf-8") as writer,
-            ):
-                serve(reader, writer)
+    _make_undumpable()
+    if len(sys.argv) >= 3 and sys.argv[1] == "--connect":
+        # Docker: the host listens on a socket in a read-only folder; after this one connection it is gone.
+        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        connection.connect(sys.argv[2])
+        Supervisor(_Channel(connection.fileno(), connection.fileno())).serve()
     else:
-        sys.stdout.write("ready\n")
-        sys.stdout.flush()
-        serve(sys.stdin, sys.stdout)
+        Supervisor(_Channel(0, 1)).serve()
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """Isolation probes: small hostile programs and the outcome that proves a property holds.
 
 `testtime sandbox check` runs them on every available backend and prints what holds; the test suite runs
-each one on each backend as its own test.
+each one on each backend as its own test. A probe with `before` runs that program first on the same worker
+(a pool of one): it tries to leave something behind for the probe to find.
 """
 
 from __future__ import annotations
@@ -13,9 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from testtime.core.records import TestCase
-from testtime.sandbox import ExecutionReport, Limits, Sandbox
+from testtime.sandbox import SCRATCH_MB, ExecutionReport, Limits, Sandbox
 
 SECRET_VARIABLE = "TESTTIME_PROBE_SECRET"
+# An expected output no program can know: it has the shape the hunters below look for, and is random.
+EXPECTED_PREFIX = "EXPECTED-"
+HIDDEN_OUTPUT = EXPECTED_PREFIX + uuid.uuid4().hex
 
 
 @dataclass(frozen=True)
@@ -25,6 +29,7 @@ class Probe:
     check: Callable[[ExecutionReport], bool]
     limits: Limits = Limits(timeout_s=2.0)  # noqa: RUF009 - Limits is frozen, so sharing one default is safe
     expected_output: str = "ok"
+    before: str | None = None
 
 
 def _ok(report: ExecutionReport) -> bool:
@@ -42,6 +47,104 @@ def host_marker() -> Path:
         marker.write_text(uuid.uuid4().hex)
     return marker
 
+
+# Searches the job's own objects (frames up the stack, every object the collector knows) and every process's
+# memory it can open through /proc for anything shaped like an expected output, and prints what it finds.
+HUNT_EXPECTED_OUTPUT = f"""import gc, os, re, sys
+pattern = re.compile(rb"{EXPECTED_PREFIX}[0-9a-f]{{32}}")
+found = set()
+def look(value):
+    text = value if isinstance(value, (bytes, bytearray)) else str(value).encode(errors="replace")
+    found.update(m.decode() for m in pattern.findall(text))
+frame = sys._getframe()
+while frame is not None:
+    for value in list(frame.f_locals.values()) + list(frame.f_globals.values()):
+        look(repr(value)[:100000])
+    frame = frame.f_back
+for obj in gc.get_objects():
+    if isinstance(obj, (dict, list, tuple)):
+        look(repr(obj)[:100000])
+for pid in [p for p in os.listdir("/proc") if p.isdigit()]:
+    try:
+        maps = open(f"/proc/{{pid}}/maps").read().splitlines()
+        mem = open(f"/proc/{{pid}}/mem", "rb", 0)
+    except OSError:
+        continue
+    for line in maps:
+        start, end = (int(x, 16) for x in line.split()[0].split("-"))
+        if "r" in line.split()[1] and end - start < 1 << 28:
+            try:
+                mem.seek(start)
+                look(mem.read(end - start))
+            except (OSError, ValueError, OverflowError):
+                pass
+print(sorted(found)[0] if found else "none found")"""
+
+FILL_SCRATCH = """import os
+written = {}
+for folder in ("/tmp", "/dev/shm"):
+    written[folder] = 0
+    try:
+        for i in range(10**6):
+            with open(f"{folder}/fill-{i}", "wb") as f:
+                f.write(b"x" * (1 << 20))
+            written[folder] += 1
+    except OSError:
+        pass
+print(written)"""
+
+CLEAN_SLATE = """import os
+left = {f: os.listdir(f) for f in ("/tmp", "/dev/shm") if os.path.isdir(f)}
+for i in range(16):  # room for 8 MiB again (files are capped at the output limit, 1 MiB)
+    with open(f"/tmp/room-{i}", "wb") as f:
+        f.write(b"x" * (512 << 10))
+print("ok" if not any(left.values()) else left)"""
+
+DAEMON = """import ctypes, os, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        ctypes.CDLL(None).prctl(15, b"tt-probe-daemon", 0, 0, 0)
+        time.sleep(600)
+    os._exit(0)
+time.sleep(0.2)
+print("forked")"""
+
+NO_DAEMON = """import os
+names = []
+for pid in [p for p in os.listdir("/proc") if p.isdigit()]:
+    try:
+        names.append(open(f"/proc/{pid}/comm").read().strip())
+    except OSError:
+        pass
+print("ok" if "tt-probe-daemon" not in names else names)"""
+
+SYSV = """import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+print(libc.shmget(0, 1 << 20, 0o1000 | 0o600), libc.semget(0, 1, 0o1000 | 0o600), libc.msgget(0, 0o1000 | 0o600))"""
+
+NO_SYSV = """entries = []
+for kind in ("shm", "sem", "msg"):
+    try:
+        entries += open(f"/proc/sysvipc/{kind}").read().strip().splitlines()[1:]
+    except OSError:
+        pass
+print("ok" if not entries else entries)"""
+
+NOTHING_ELSE_WRITABLE = """import os
+allowed = ("/tmp", "/dev/shm", "/dev/mqueue", "/proc", "/sys", "/dev/pts")
+writable = []
+for line in open("/proc/self/mounts"):
+    point = line.split()[1]
+    if point in allowed or point.startswith(("/proc/", "/sys/")) or not os.path.isdir(point):
+        continue
+    try:
+        with open(os.path.join(point, ".probe"), "w") as f:
+            f.write("x")
+        writable.append(point)
+    except OSError:
+        pass
+print("ok" if not writable else writable)"""
 
 PROBES = [
     Probe(
@@ -91,6 +194,41 @@ PROBES = [
         Limits(timeout_s=5.0, output_bytes=1 << 16),
     ),
     Probe(
+        "expected outputs unreachable (frames, gc, /proc/*/mem)",
+        HUNT_EXPECTED_OUTPUT,
+        _verdict("wrong_answer"),
+        Limits(timeout_s=10.0),
+        expected_output=HIDDEN_OUTPUT,
+    ),
+    Probe(
+        "harness's /proc/1 unreadable",
+        "readable = []\nfor name in ('environ', 'mem', 'maps', 'cmdline'):\n"
+        "    try:\n        open(f'/proc/1/{name}', 'rb').read(1); readable.append(name)\n"
+        "    except OSError: pass\nprint('ok' if not readable or readable == ['cmdline'] else readable)",
+        _ok,
+    ),
+    Probe(
+        "nested user namespaces denied",
+        "import ctypes\nprint('ok' if ctypes.CDLL(None).unshare(0x10000000) != 0 else 'created one')",
+        _ok,
+    ),
+    Probe(
+        f"scratch space capped at {SCRATCH_MB} MiB each",
+        FILL_SCRATCH.replace("print(written)", f"print('ok' if max(written.values()) <= {SCRATCH_MB} else written)"),
+        _ok,
+        Limits(timeout_s=20.0, memory_mb=512),
+    ),
+    Probe("nothing writable but the scratch space", NOTHING_ELSE_WRITABLE, _ok),
+    Probe(
+        "a job that fills /tmp and /dev/shm leaves them empty",
+        CLEAN_SLATE,
+        _ok,
+        Limits(timeout_s=5.0),
+        before=FILL_SCRATCH,
+    ),
+    Probe("a detached daemon does not outlive its job", NO_DAEMON, _ok, before=DAEMON),
+    Probe("SysV IPC objects do not outlive their job", NO_SYSV, _ok, before=SYSV),
+    Probe(
         "signals to the harness harmless",
         "import os, signal\nfor pid in (1, os.getppid()):\n"
         "    for sig in (signal.SIGKILL, signal.SIGTERM, signal.SIGINT):\n"
@@ -107,6 +245,9 @@ def plant_secret() -> None:
 
 
 def run_probe(sandbox: Sandbox, probe: Probe) -> tuple[bool, ExecutionReport]:
+    """Run one probe; probes with `before` need a pool of one worker, so both jobs meet the same sandbox."""
+    if probe.before is not None:
+        sandbox.run(probe.before, [TestCase(input="", output=None)], Limits(timeout_s=20.0, memory_mb=512))
     tests = [TestCase(input="", output=probe.expected_output)]
     report = sandbox.run(probe.program, tests, probe.limits)
     return probe.check(report), report

@@ -25,7 +25,7 @@ from typing import Any
 from testtime.core.ledger import LedgerEntry
 from testtime.core.records import Candidate, Message, Problem, SamplingParams, Selection, TestCase
 from testtime.sandbox import ExecutionReport, Limits
-from testtime.sandbox.harness import output_digest
+from testtime.sandbox.judge import output_digest
 from testtime.selectors import SELECTORS, Selector, prompts
 
 PROGRAM_PREVIEW = 1500

@@ -1,0 +1,165 @@
+"""The in-sandbox job process: runs one job's tests, in a process that never held another job's data.
+
+Standalone (stdlib only); it travels into the sandbox together with `harness.py` as one source. The
+harness's zygote forks it before the job exists (so its memory holds no earlier program, input or output),
+it warms itself up, then reads its one job from a pipe: the program and the tests' inputs, never an expected
+output. Per test, stdin and stdout are fresh on fds 0 and 1 (so `sys.stdin.buffer.readline` and
+`sys.stdout.buffer.write` work, unlike the official mock), the program runs in a fresh namespace with
+LiveCodeBench's prelude, an interval timer bounds its time, and one JSON line per test reports how it ended
+and what it printed or returned. rlimits bound address space, CPU time and file size.
+"""
+
+import io
+import json
+import os
+import resource
+import signal
+import sys
+import time
+import traceback
+
+PRELUDE = (
+    "from string import *\nfrom re import *\nfrom datetime import *\nfrom collections import *\n"
+    "from heapq import *\nfrom bisect import *\nfrom copy import *\nfrom math import *\nfrom random import *\n"
+    "from statistics import *\nfrom itertools import *\nfrom functools import *\nfrom operator import *\n"
+    "from io import *\nfrom sys import *\nfrom json import *\nfrom typing import *\n"
+    "import string, re, datetime, collections, heapq, bisect, copy, math, random, statistics, itertools\n"
+    "import functools, operator, io, sys, json, typing\n"
+)
+# Executed once at harness start, so each job process starts with the prelude already imported.
+_PRELUDE_NAMESPACE = {"__builtins__": __builtins__}
+exec(PRELUDE, _PRELUDE_NAMESPACE)
+ERROR_BYTES = 2000
+_WARM_UP = compile("pass", "<warm-up>", "exec")
+
+
+class _TimeLimit(BaseException):
+    """Raised by the interval timer inside a test; BaseException so `except Exception` cannot swallow it."""
+
+
+def _on_alarm(signum, frame):
+    raise _TimeLimit()
+
+
+def job_process(job_fd, report_fd, out_fd):
+    """Runs in the forked job process: one JSON line per test on `report_fd`. Never returns."""
+    try:
+        os.setsid()
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # over-long output: writes fail with EFBIG instead
+        signal.signal(signal.SIGALRM, _on_alarm)
+        devnull = os.open(os.devnull, os.O_RDWR)
+        for target in (0, 2):
+            os.dup2(devnull, target)
+        os.dup2(out_fd, 1)
+        # Keep only stdio and this job's own descriptors: the harness's channel to the host and the zygote's
+        # socket must be unreachable. (A program can reach these and forge its own results: nothing it could
+        # not print anyway.)
+        for fd in [int(name) for name in os.listdir("/proc/self/fd")]:
+            if fd > 2 and fd not in (job_fd, report_fd):
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass  # the listing's own descriptor, already gone
+        sys.setrecursionlimit(50000)
+        if hasattr(sys, "set_int_max_str_digits"):
+            sys.set_int_max_str_digits(0)
+        stdin_fd = os.memfd_create("stdin")
+        _run_one(_WARM_UP, {"input": ""}, None, 1.0, 1024, -1, stdin_fd)  # fault pages in before the clock runs
+        job = json.loads(_read_all(job_fd))
+        _run_job(job, report_fd, stdin_fd)
+        os._exit(0)
+    except BaseException:  # noqa: BLE001 - never fall back into the harness's own loop
+        os._exit(70)
+
+
+def _read_all(fd):
+    chunks = []
+    while chunk := os.read(fd, 65536):
+        chunks.append(chunk)
+    os.close(fd)
+    return b"".join(chunks)
+
+
+def _run_job(job, report_fd, stdin_fd):
+    inputs, first, func_name, limits = job["inputs"], job.get("first", 0), job.get("func_name"), job["limits"]
+    timeout = float(limits.get("timeout_s", 6.0))
+    memory = int(limits.get("memory_mb", 1024)) << 20
+    cap = int(limits.get("output_bytes", 1 << 20))
+    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    cpu = int(timeout * (len(inputs) - first + 1)) + 5
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (cap + 1, cap + 1))
+
+    def report(record):
+        data = (json.dumps(record) + "\n").encode()
+        while data:
+            data = data[os.write(report_fd, data) :]
+
+    try:
+        code = compile(job["program"], "<program>", "exec")
+    except (SyntaxError, ValueError) as exc:
+        error = f"{type(exc).__name__}: {exc}"
+        for index in range(first, len(inputs)):
+            report(result_record(index, "compile_error", 0.0, error, ""))
+        return
+    for index in range(first, len(inputs)):
+        report(_run_one(code, inputs[index], func_name, timeout, cap, index, stdin_fd))
+
+
+def _run_one(code, test, func_name, timeout, cap, index, stdin_fd):
+    test_input = test.get("input", "")
+    os.ftruncate(stdin_fd, 0)
+    os.pwrite(stdin_fd, test_input.encode(), 0)
+    os.dup2(stdin_fd, 0)  # fd 0 shares stdin_fd's offset: rewind it
+    os.lseek(0, 0, os.SEEK_SET)
+    os.ftruncate(1, 0)
+    os.lseek(1, 0, os.SEEK_SET)
+    sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8")
+    sys.stdout = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "w", closefd=False)), encoding="utf-8")
+    namespace = dict(_PRELUDE_NAMESPACE)
+    # `from sys import *` bound the harness's streams; programs must see this test's.
+    namespace.update(__name__="__main__" if func_name is None else "solution", stdin=sys.stdin, stdout=sys.stdout)
+    status, error, result = "ok", None, None
+    started = time.monotonic()
+    signal.setitimer(signal.ITIMER_REAL, timeout)
+    try:
+        try:
+            exec(code, namespace)
+            if func_name is not None:
+                args = [json.loads(line) for line in test_input.splitlines() if line.strip()]
+                owner = namespace["Solution"]() if "Solution" in namespace else None
+                target = getattr(owner, func_name) if owner is not None else namespace[func_name]
+                result = json.dumps(target(*args))
+        except SystemExit as exc:
+            if exc.code not in (None, 0):
+                status, error = "runtime_error", f"SystemExit: {exc.code}"
+        try:
+            sys.stdout.flush()
+        except OSError:
+            status = "output_limit"
+    except _TimeLimit:
+        status = "time_limit"
+    except MemoryError:
+        status, error = "memory_limit", "MemoryError"
+    except BaseException as exc:  # noqa: BLE001 - the program's error is the result's content
+        frames = traceback.format_exception_only(type(exc), exc)
+        status, error = "runtime_error", (frames[-1].strip() if frames else type(exc).__name__)[-ERROR_BYTES:]
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    seconds = time.monotonic() - started
+    size = os.fstat(1).st_size
+    if size > cap:
+        status = "output_limit"
+    stdout = os.pread(1, min(size, cap), 0).decode("utf-8", "replace")
+    return result_record(index, status, seconds, error, stdout, result)
+
+
+def result_record(index, status, seconds, error, stdout, result=None):
+    return {
+        "index": index,
+        "status": status,
+        "seconds": round(seconds, 6),
+        "error": error,
+        "stdout": stdout,
+        "result": result,
+    }

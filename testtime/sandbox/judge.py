@@ -1,0 +1,77 @@
+"""Judging on the host: a test's verdict from what the program did in the sandbox and the expected output.
+
+Expected outputs never enter the sandbox (see the threat model in `testtime.sandbox`); the harness reports
+each test's status, what the program printed or returned, and its time, and this module compares.
+
+Comparison follows the official LiveCodeBench grader: stdin tests compare stripped lines (equal count), each
+line exactly or as whitespace-split tokens with exact Decimal equality; functional tests compare the JSON
+value of the call's result with the expected JSON (tuples are lists).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from testtime.core.records import TestCase
+
+OUTPUT_PREVIEW = 1000
+
+
+def lines_match(actual: str, expected: str) -> bool:
+    got = actual.strip().split("\n")
+    want = expected.strip().split("\n")
+    if len(got) != len(want):
+        return False
+    for g, w in zip(got, want, strict=True):
+        g, w = g.strip(), w.strip()
+        if g == w:
+            continue
+        g_tokens, w_tokens = g.split(), w.split()
+        if len(g_tokens) != len(w_tokens):
+            return False
+        try:
+            if any(Decimal(a) != Decimal(b) for a, b in zip(g_tokens, w_tokens, strict=True)):
+                return False
+        except InvalidOperation:
+            return False
+    return True
+
+
+def output_digest(text: str) -> str:
+    """Hash of the whole normalised output, for clustering candidates by behaviour."""
+    normal = "\n".join(line.strip() for line in text.strip().split("\n"))
+    return hashlib.sha256(normal.encode()).hexdigest()[:16]
+
+
+def matches(observed: str, test: TestCase) -> bool:
+    """Whether a clean run's output (stdout, or the functional result's JSON) is what the test expects."""
+    if test.output is None:
+        return True  # an input without an expected output: it ran; selectors compare the outputs
+    if test.testtype == "functional":
+        try:
+            return bool(json.loads(observed) == json.loads(test.output))
+        except ValueError:
+            return False
+    return lines_match(observed, test.output)
+
+
+def judge(test: TestCase, raw: dict[str, Any], functional: bool) -> dict[str, Any]:
+    """One TestVerdict's fields from the harness's raw result for `test`."""
+    status = raw["status"]
+    observed = (raw.get("result") or "") if functional else raw.get("stdout", "")
+    if status == "ok":
+        returned = not functional or raw.get("result") is not None  # a SystemExit before the call returns nothing
+        verdict = "pass" if returned and matches(observed, test) else "wrong_answer"
+    else:
+        verdict = "runtime_error" if status == "compile_error" else status
+    return {
+        "verdict": verdict,
+        "seconds": round(float(raw.get("seconds", 0.0)), 4),
+        "error": raw.get("error"),
+        "compile_error": status == "compile_error",
+        "output": observed[:OUTPUT_PREVIEW],
+        "output_digest": output_digest(observed),
+    }
