@@ -11,8 +11,9 @@ from testtime.core.cache import CompletionCache
 from testtime.core.checkpoint import RoundCheckpoints
 from testtime.core.ledger import Ledger
 from testtime.core.records import Message, Problem, SamplingParams
+from testtime.core.results import ProblemResult
 from testtime.core.rollout import RolloutEngine
-from testtime.methods import Method, MethodContext, ProblemResult
+from testtime.methods import MethodContext, PerProblem
 from testtime.models.fake import FakeModel
 
 
@@ -22,7 +23,7 @@ def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
 
 
 def solve_with(
-    method: Method, model: FakeModel, problem: Problem, checkpoints: RoundCheckpoints | None = None
+    method: PerProblem, model: FakeModel, problem: Problem, checkpoints: RoundCheckpoints | None = None
 ) -> tuple[ProblemResult, Ledger]:
     """Solve one problem with a scripted model, in memory; returns the result and the ledger."""
     ledger = Ledger()

@@ -43,6 +43,28 @@ def test_imports_point_down_the_table(package: str) -> None:
         assert not illegal, f"{path.relative_to(PACKAGE)} imports {sorted(illegal)}"
 
 
+READERS = ("benchmarks/scoring.py", "benchmarks/ttrl_audit.py", "experiments/report.py", "experiments/curves.py")
+
+
+def _imported_modules(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+    return found
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_readers_of_results_use_typed_records_not_method_modules(reader: str) -> None:
+    """What scores, audits, plots and reports a run reads the records in core, never a method's own module
+    (which would tie them to that method's output shapes)."""
+    modules = _imported_modules(PACKAGE / reader)
+    assert "testtime.core.results" in modules
+    assert not [m for m in modules if m.startswith("testtime.methods")]
+
+
 # Code and global state are not data handed to a method: walking into them reaches sys.modules and with it
 # everything (the import rule above is what keeps methods away from benchmarks' modules).
 _NOT_DATA = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.CodeType)
@@ -61,30 +83,48 @@ def _reachable(roots: list[object]) -> list[object]:
     return out
 
 
-def test_no_reference_is_reachable_from_what_a_method_receives(shared_data: Path) -> None:
-    """Build a method's inputs exactly as `testtime run` does and walk every object they reach."""
+@pytest.mark.parametrize(("bench", "method"), [("aime24", "majority"), ("lcb-v6", "ttrl")])
+def test_no_reference_is_reachable_from_what_a_method_receives(shared_data: Path, bench: str, method: str) -> None:
+    """Build a method's inputs exactly as `testtime run` does and walk every object they reach: on math, and
+    on code with the sandbox that selection and TTRL's code reward run programs in."""
     from testtime.core.cache import CompletionCache
     from testtime.core.ledger import Ledger
     from testtime.core.records import SamplingParams
     from testtime.core.rollout import RolloutEngine
     from testtime.experiments.config import RunConfig
-    from testtime.experiments.run import build_benchmark, load_problems
+    from testtime.experiments.run import build_benchmark, build_method, load_problems
     from testtime.methods import MethodContext
     from testtime.models import resolve_model
+    from testtime.sandbox import SandboxError
+    from testtime.sandbox.choose import open_sandbox
 
-    config = RunConfig(method="majority", bench="aime24", model="fake:", data_dir=str(shared_data))
+    config = RunConfig(method=method, bench=bench, model="fake:", data_dir=str(shared_data))
     benchmark = build_benchmark(config)
     problems, references = load_problems(benchmark, None)
-    assert len(references) == 30
-    model = resolve_model("fake:")
-    ctx = MethodContext(
-        engine=RolloutEngine(model, model_name="fake:", cache=CompletionCache(None), ledger=Ledger()),
-        params=SamplingParams(),
-        prompt=benchmark.prompt,
-    )
-    reachable = _reachable([ctx, problems])
-    assert any(o is problems[0] for o in reachable)  # the walk really covers what the method gets
-    assert [o for o in reachable if isinstance(o, Reference)] == []
+    assert len(references) == len(problems) > 0
+    sandbox = None
+    if benchmark.needs_sandbox:
+        try:
+            sandbox = open_sandbox("auto")
+        except SandboxError as exc:
+            pytest.skip(f"no sandbox: {exc}")
+        benchmark.sandbox = sandbox  # shared with grading, as the runner shares it
+    try:
+        built = build_method(config)
+        built.prepare(benchmark.domain, benchmark.name)
+        model = resolve_model("fake:")
+        ctx = MethodContext(
+            engine=RolloutEngine(model, model_name="fake:", cache=CompletionCache(None), ledger=Ledger()),
+            params=SamplingParams(),
+            prompt=benchmark.prompt,
+            sandbox=sandbox,
+        )
+        reachable = _reachable([ctx, problems, built, ctx.selection()])
+        assert any(o is problems[0] for o in reachable)  # the walk really covers what the method gets
+        assert [o for o in reachable if isinstance(o, Reference)] == []
+    finally:
+        if sandbox is not None:
+            sandbox.close()
 
 
 def test_the_walk_would_catch_a_leak(shared_data: Path) -> None:

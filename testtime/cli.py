@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from testtime.core.errors import UserError
 from testtime.models import DEFAULT_MODEL
@@ -46,60 +47,77 @@ def _add_subcommands() -> None:
     app.command("report")(report_command)
 
 
-@app.command()
+def _method_help() -> str:
+    from testtime.experiments.flags import help_text
+    from testtime.methods import METHODS, load_methods
+
+    load_methods()
+    return help_text({name: METHODS.get(name).Options for name in METHODS.names()})  # type: ignore[attr-defined]
+
+
+@app.command(
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    epilog=_method_help(),
+)
 def run(
+    ctx: typer.Context,
     method: Annotated[str, Opt(help="single | majority | trt | rsa | ttrl (see `testtime list`)")] = "majority",
     bench: Annotated[str, Opt(help="aime24 | aime25 | amc23 | math500 | arith | lcb-v6")] = "arith",
     model: Annotated[str, Opt(help="hf:<path|alias>, litellm:<provider/model>, vllm:<path>, fake:...")] = DEFAULT_MODEL,
-    n: Annotated[int | None, Opt(help="samples per problem (majority default 8; single is always 1)")] = None,
+    n: Annotated[int | None, Opt(help="samples per problem (majority, default 8; ttrl: evaluation samples)")] = None,
     limit: Annotated[int | None, Opt(help="only the first N problems")] = None,
     seed: Annotated[int, Opt(help="base seed; every sample derives its own")] = 0,
-    temperature: Annotated[float, Opt(help="0 = greedy")] = 0.7,
-    top_p: Annotated[float, Opt()] = 1.0,
-    max_tokens: Annotated[int, Opt(help="max new tokens per sample")] = 512,
+    temperature: Annotated[float | None, Opt(help="0 = greedy (default 0.7)")] = None,
+    top_p: Annotated[float | None, Opt(help="nucleus sampling (default 1.0)")] = None,
+    max_tokens: Annotated[int | None, Opt(help="max new tokens per sample (default 512)")] = None,
     concurrency: Annotated[int, Opt(help="model calls in flight (also the local batch size)")] = 16,
     out: Annotated[Path | None, Opt(help="run directory (default runs/<time>-<method>-<bench>-<model>)")] = None,
     resume: Annotated[
         Path | None, Opt(help="continue a killed or stopped run here; only --max-cost/--max-tokens-total may change")
     ] = None,
     replay: Annotated[Path | None, Opt(help="re-score a run from its cache, making no model call")] = None,
+    no_retry_errors: Annotated[
+        bool, Opt("--no-retry-errors", help="with --resume: keep failed samples as they are instead of asking again")
+    ] = False,
     data_dir: Annotated[str | None, Opt(help="folder with <bench>.jsonl (or $TESTTIME_DATA_DIR); default: hub")] = None,
     bench_opt: Annotated[list[str] | None, Opt("--bench-opt", help="benchmark option KEY=VALUE, repeatable")] = None,
     method_opt: Annotated[list[str] | None, Opt("--method-opt", help="method option KEY=VALUE, repeatable")] = None,
+    selector: Annotated[
+        str | None, Opt(help="majority | exclusivity | execution (default: by method and domain)")
+    ] = None,
+    selector_opt: Annotated[list[str] | None, Opt("--selector-opt", help="selector option KEY=VALUE")] = None,
     api_base: Annotated[str | None, Opt(help="OpenAI-compatible server URL for litellm: models")] = None,
     api_key_env: Annotated[str | None, Opt(help="env var holding the API key (never written to disk)")] = None,
+    request_timeout: Annotated[float, Opt(help="seconds one attempt of a model call may take, then retried")] = 600.0,
     sandbox: Annotated[str, Opt(help="code benchmarks: auto | docker | bwrap (never the bare host)")] = "auto",
     release: Release = None,
     start_date: StartDate = None,
     end_date: EndDate = None,
     difficulty: Difficulty = None,
     platform: Platform = None,
-    rounds: Annotated[int | None, Opt("--rounds", "-T", help="trt: rounds (default 8)")] = None,
-    rollouts: Annotated[int | None, Opt("--rollouts", "-K", help="trt: rollouts per round (2 code, 4 math)")] = None,
-    exclusivity_rule: Annotated[str | None, Opt(help="trt math: support (paper) | latest (released code)")] = None,
-    knowledge_cap: Annotated[int | None, Opt(help="trt: max active knowledge items (default 5)")] = None,
-    no_strategies: Annotated[bool, Opt("--no-strategies", help="trt ablation: no per-rollout strategies")] = False,
-    no_knowledge: Annotated[bool, Opt("--no-knowledge", help="trt ablation: no knowledge list")] = False,
-    preset: Annotated[str | None, Opt(help="ttrl: paper (default) | cpu (the 2-core miniature)")] = None,
-    steps: Annotated[int | None, Opt(help="ttrl: rollout steps (default: epochs over the problems)")] = None,
-    n_vote: Annotated[int | None, Opt(help="ttrl: samples voted per prompt (paper 64)")] = None,
-    n_train: Annotated[int | None, Opt(help="ttrl: samples trained on per prompt (paper 32)")] = None,
-    lr: Annotated[float | None, Opt(help="ttrl: learning rate (paper 5e-7)")] = None,
     max_cost: Annotated[float | None, Opt(help="stop cleanly at this spend (USD); resume with a larger one")] = None,
     max_tokens_total: Annotated[int | None, Opt(help="stop cleanly at this many tokens; resumable")] = None,
     quiet: Annotated[bool, Opt(help="no progress bar")] = False,
 ) -> None:
     """Run a method on a benchmark; results, ledger, cache and summary go to a run directory.
 
-    ttrl trains the local model on the problems (label-free) and evaluates it before and after; try
-    `--method ttrl --preset cpu` on the embedded model.
+    A method's own flags (e.g. trt's --rounds/-T, --rollouts/-K, --no-strategies; ttrl's --preset, --steps)
+    are listed below. ttrl trains the local model on the problems (label-free) and evaluates it before and
+    after; try `--method ttrl --preset cpu` on the embedded model.
     """
     from pydantic import ValidationError
 
     from testtime.core.errors import first_error
     from testtime.core.rundir import RunDir
-    from testtime.experiments.config import RunConfig, parse_options
-    from testtime.experiments.display import console, results_console, summary_table, warnings_for
+    from testtime.experiments.config import RunConfig, method_options, parse_options
+    from testtime.experiments.display import (
+        EXIT_ALL_FAILED,
+        all_failed,
+        console,
+        results_console,
+        summary_table,
+        warnings_for,
+    )
     from testtime.experiments.run import execute, start_run
 
     if resume and replay:
@@ -117,6 +135,7 @@ def run(
         replay_of = RunDir.open_existing(replay)
         target = RunDir.create(replay / f"replay-{time.strftime('%Y%m%d-%H%M%S')}")
     else:
+        options = method_options(method, ctx.args, method_opt or [], selector, selector_opt or [])
         try:
             config = RunConfig(
                 method=method,
@@ -141,27 +160,12 @@ def run(
                     ),
                     "--bench-opt",
                 ),
-                method_options=parse_options(
-                    _with_flags(
-                        method_opt,
-                        rounds=rounds,
-                        rollouts=rollouts,
-                        exclusivity_rule=exclusivity_rule,
-                        knowledge_cap=knowledge_cap,
-                        strategies=False if no_strategies else None,
-                        knowledge=False if no_knowledge else None,
-                        preset=preset,
-                        steps=steps,
-                        n_vote=n_vote,
-                        n_train=n_train,
-                        lr=lr,
-                    ),
-                    "--method-opt",
-                ),
+                method_options=options,
                 max_cost=max_cost,
                 max_tokens_total=max_tokens_total,
                 api_base=api_base,
                 api_key_env=api_key_env,
+                request_timeout=request_timeout,
                 sandbox=sandbox,
             )
         except ValidationError as exc:
@@ -170,7 +174,13 @@ def run(
         (target, parts), replay_of = start_run(config, out), None
     console.print(f"run directory: [bold]{target.path}[/bold]", soft_wrap=True)
     try:
-        summary = execute(target, parts=parts, replay_of=replay_of, progress=not quiet and sys.stderr.isatty())
+        summary = execute(
+            target,
+            parts=parts,
+            replay_of=replay_of,
+            progress=not quiet and sys.stderr.isatty(),
+            retry_errors=not no_retry_errors,
+        )
     except KeyboardInterrupt:
         console.print(
             f"[yellow]interrupted.[/yellow] Finished problems are saved; continue with:\n"
@@ -180,7 +190,7 @@ def run(
         raise typer.Exit(130) from None
     results_console.print(summary_table(summary, f"{summary['method']} on {summary['bench']} · {summary['model']}"))
     for line in warnings_for(summary):
-        console.print(f"[bold yellow]{line}[/bold yellow]")
+        console.print(f"[bold yellow]{escape(line)}[/bold yellow]", soft_wrap=True)
     if summary.get("stopped"):
         console.print(
             f"[yellow]stopped: {summary['stopped']}.[/yellow] Continue with a larger budget:\n"
@@ -188,6 +198,8 @@ def run(
             soft_wrap=True,
         )
     console.print(f"summary: {target.summary_path}", soft_wrap=True)
+    if all_failed(summary):
+        raise typer.Exit(EXIT_ALL_FAILED)
 
 
 @app.command()
@@ -219,7 +231,7 @@ def grade(
         return
     results_console.print(summary_table(report["summary"], f"{bench}: {predictions}"))
     for line in warnings_for(report["summary"]):
-        console.print(f"[bold yellow]{line}[/bold yellow]")
+        console.print(f"[bold yellow]{escape(line)}[/bold yellow]", soft_wrap=True)
     if report["missing"]:
         console.print(f"[yellow]{len(report['missing'])} problems of {bench} have no prediction[/yellow]")
 
@@ -227,7 +239,6 @@ def grade(
 @app.command("list")
 def list_registered() -> None:
     """List methods, benchmarks, model providers and embedded model aliases."""
-    from rich.markup import escape
     from rich.table import Table
 
     from testtime.benchmarks import BENCHMARKS, load_benchmarks
@@ -235,10 +246,16 @@ def list_registered() -> None:
     from testtime.methods import METHODS, load_methods
     from testtime.models import MODELS, load_backends
     from testtime.models.hf import EMBEDDED
+    from testtime.selectors import SELECTORS, load_selectors
 
-    load_benchmarks(), load_methods(), load_backends()
+    load_benchmarks(), load_methods(), load_backends(), load_selectors()
     table = Table("kind", "name", "what")
-    for kind, registry in (("method", METHODS), ("benchmark", BENCHMARKS), ("model provider", MODELS)):
+    for kind, registry in (
+        ("method", METHODS),
+        ("selector", SELECTORS),
+        ("benchmark", BENCHMARKS),
+        ("model provider", MODELS),
+    ):
         for name, text in registry.describe().items():
             table.add_row(kind, name, escape(text))
     for alias, (_, gguf, requirement) in EMBEDDED.items():
@@ -250,6 +267,17 @@ def list_registered() -> None:
             else f"{gguf} from {requirement}",
         )
     results_console.print(table)
+    owners = [(f"method {n}", METHODS.get(n).Options) for n in METHODS.names()]  # type: ignore[attr-defined]
+    owners += [(f"selector {n}", SELECTORS.get(n).Options) for n in SELECTORS.names()]  # type: ignore[attr-defined]
+    for owner, options in owners:
+        rows = [row for row in options.help_rows() if row[0] != "selector_options"]
+        if rows:
+            listing = Table(
+                "option (flags)", "default", "what", title=f"{owner}: --method-opt / --selector-opt KEY=VALUE"
+            )
+            for label, default, text in rows:
+                listing.add_row(escape(label), escape(default), escape(text))
+            results_console.print(listing)
 
 
 _add_subcommands()

@@ -30,18 +30,29 @@ def depth_width_command(
     rounds: Annotated[int, Opt("--rounds", "-T", help="TRT depth; every t <= T comes from one run")] = 8,
     widths: Annotated[str, Opt(help="TRT widths K, comma-separated")] = "1,2,4",
     majority_n: Annotated[int, Opt(help="majority samples; every k <= n comes from one run")] = 32,
-    rsa: Annotated[str, Opt(help="RSA N,K,T, or 'none'")] = "4,2,3",
+    rsa_opt: Annotated[
+        list[str] | None, Opt("--rsa-opt", help="RSA option KEY=VALUE as in `run --method rsa` (population, ...)")
+    ] = None,
+    no_rsa: Annotated[bool, Opt("--no-rsa", help="leave RSA out of the grid")] = False,
+    method_opt: Annotated[list[str] | None, Opt("--method-opt", help="TRT option KEY=VALUE for every width")] = None,
     limit: Annotated[int | None, Opt(help="only the first N problems")] = None,
     data_dir: Annotated[str | None, Opt(help="folder with <bench>.jsonl")] = None,
     bench_opt: Annotated[list[str] | None, Opt("--bench-opt", help="benchmark option KEY=VALUE")] = None,
-    temperature: Annotated[float, Opt()] = 0.7,
-    max_tokens: Annotated[int, Opt()] = 512,
+    temperature: Annotated[float | None, Opt(help="0 = greedy (default 0.7)")] = None,
+    top_p: Annotated[float | None, Opt(help="nucleus sampling (default 1.0)")] = None,
+    max_tokens: Annotated[int | None, Opt(help="max new tokens per sample (default 512)")] = None,
     concurrency: Annotated[int, Opt()] = 16,
     seed: Annotated[int, Opt()] = 0,
-    api_base: Annotated[str | None, Opt()] = None,
+    api_base: Annotated[str | None, Opt(help="OpenAI-compatible server URL for litellm: models")] = None,
+    api_key_env: Annotated[str | None, Opt(help="env var holding the API key (never written to disk)")] = None,
+    request_timeout: Annotated[float, Opt(help="seconds one attempt of a model call may take")] = 600.0,
+    max_cost: Annotated[float | None, Opt(help="one budget (USD) for the whole grid; resumable")] = None,
+    max_tokens_total: Annotated[int | None, Opt(help="one token budget for the whole grid; resumable")] = None,
     quiet: Annotated[bool, Opt(help="no progress bars")] = False,
 ) -> None:
-    """TRT over (T, K) beside majority and RSA, on accuracy-vs-rollouts and accuracy-vs-tokens plots."""
+    """TRT over (T, K) beside majority and RSA, on accuracy-vs-rollouts and accuracy-vs-tokens plots.
+
+    RSA takes the options and defaults of `run --method rsa` (population 16, aggregate 4, steps 10)."""
     import sys
 
     from rich.table import Table
@@ -49,23 +60,29 @@ def depth_width_command(
     from testtime.experiments.ablate import depth_width
     from testtime.experiments.config import parse_options
     from testtime.experiments.display import console, results_console
+    from testtime.methods.rsa import RSAOptions
+    from testtime.methods.trt.loop import TRTOptions
 
-    rsa_shape = None
-    if rsa.lower() != "none":
-        parts = _ints(rsa, "--rsa")
-        if len(parts) != 3:
-            raise UserError("--rsa expects N,K,T (e.g. 16,4,10) or 'none'")
-        rsa_shape = (parts[0], parts[1], parts[2])
+    rsa = None if no_rsa else parse_options(rsa_opt or [], "--rsa-opt")
+    if rsa is not None:
+        RSAOptions.parse(rsa, "rsa")  # a bad shape fails before any sub-run starts
+    trt_options = parse_options(method_opt or [], "--method-opt")
+    TRTOptions.parse({**trt_options, "rounds": rounds}, "trt")
     base = {
         "bench": bench,
         "model": model,
         "limit": limit,
         "data_dir": data_dir,
         "temperature": temperature,
+        "top_p": top_p,
         "max_tokens": max_tokens,
         "concurrency": concurrency,
         "seed": seed,
         "api_base": api_base,
+        "api_key_env": api_key_env,
+        "request_timeout": request_timeout,
+        "max_cost": max_cost,
+        "max_tokens_total": max_tokens_total,
         "bench_options": parse_options(bench_opt or [], "--bench-opt"),
     }
     points, images = depth_width(
@@ -74,7 +91,8 @@ def depth_width_command(
         rounds,
         _ints(widths, "--widths"),
         majority_n,
-        rsa_shape,
+        rsa,
+        trt_options,
         progress=not quiet and sys.stderr.isatty(),
         log=console.print,
     )

@@ -115,6 +115,7 @@ def exec_program(
     sandbox: Annotated[str, Opt(help="auto | docker | bwrap")] = "auto",
     timeout: Annotated[float, Opt(help="per-test time limit, seconds")] = 6.0,
     early_exit: Annotated[bool, Opt(help="stop at the first failing test")] = False,
+    grader: Annotated[str, Opt(help="lenient | official (LiveCodeBench's comparison and call semantics)")] = "lenient",
     as_json: Annotated[bool, Opt("--json", help="print one JSON object")] = False,
 ) -> None:
     """Run a program against tests in the sandbox and print the verdicts."""
@@ -128,6 +129,8 @@ def exec_program(
 
     if sandbox not in CHOICES:
         raise UserError(f"--sandbox must be one of {', '.join(CHOICES)}, not '{sandbox}'")
+    if grader not in ("lenient", "official"):
+        raise UserError(f"--grader must be lenient or official, not '{grader}'")
     try:
         source = program.read_text()
         raw = json.loads(tests.read_text())
@@ -140,7 +143,8 @@ def exec_program(
     if not cases:
         raise UserError(f"{tests} holds no tests: an empty suite proves nothing")
     with open_sandbox(sandbox) as box:
-        report = box.run(source, cases, Limits(timeout_s=timeout, early_exit=early_exit), func_name=func_name)
+        limits = Limits(timeout_s=timeout, early_exit=early_exit, grader=grader)  # type: ignore[arg-type]
+        report = box.run(source, cases, limits, func_name=func_name)
     if as_json:
         typer.echo(
             json.dumps(

@@ -50,7 +50,7 @@ def verl_command(
     options.update({k: str(v) for k, v in (("steps", steps), ("lr", lr)) if v is not None})
     if n_train is not None:
         options.update(n_train=str(n_train), n_vote=str(n_train))  # verl votes and trains the same responses
-    settings = TTRLSettings.from_options(options)
+    settings = TTRLSettings.from_options(options).for_benchmark(bench, set(options))
     config = RunConfig(method="ttrl", bench=bench, model=f"hf:{model}", data_dir=data_dir, limit=limit)
     config.bench_options = parse_options(bench_opt or [], "--bench-opt")
     benchmark = build_benchmark(config)
@@ -77,6 +77,11 @@ def verl_command(
     script = out / "launch.sh"
     script.write_text("#!/bin/sh\nset -e\n" + shlex.join(command) + ' "$@"\n')
     script.chmod(0o755)
-    typer.echo(f"{len(problems)} problems → {train}\nverl accepted the configuration; launch with: {script}")
+    caveat = (
+        f"note: verl votes on and trains the same {settings.n_train} responses per prompt (rollout.n); TTRL's fork "
+        "voted on 64 and trained 32: verl cannot drop responses between reward and update"
+    )
+    (out / "NOTES.txt").write_text(caveat + "\n")
+    typer.echo(f"{len(problems)} problems → {train}\nverl accepted the configuration; launch with: {script}\n{caveat}")
     if launch:
         raise typer.Exit(subprocess.call(command))

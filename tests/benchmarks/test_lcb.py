@@ -161,3 +161,34 @@ REFERENCE = Reference(problem_id="p", hidden_tests=(TestCase(input="20 25\n", ou
 def test_grading_in_the_sandbox(graded: object, prediction: str, status: str) -> None:
     graded.limits = graded.limits.model_copy(update={"timeout_s": 1.0})  # type: ignore[attr-defined]
     assert graded.grade(prediction, REFERENCE).status == status  # type: ignore[attr-defined]
+
+
+def test_the_official_grader_is_an_option_recorded_in_the_summary(tmp_path: Path, testtime_cli) -> None:  # type: ignore[no-untyped-def]
+    state = (
+        "class Solution:\n    def __init__(self):\n        self.n = 0\n"
+        "    def f(self, x):\n        self.n += 1\n        return self.n"
+    )
+    row = hub_row(
+        "state-bug",
+        platform="leetcode",
+        metadata=json.dumps({"func_name": "f"}),
+        public_test_cases=json.dumps([{"input": "1", "output": "1", "testtype": "functional"}]),
+        private_test_cases=json.dumps([{"input": "2", "output": "1", "testtype": "functional"}]),
+    )
+    data = write_rows(tmp_path, [row])
+    predictions = tmp_path / "p.jsonl"
+    predictions.write_text(json.dumps({"id": "state-bug", "prediction": state}) + "\n")
+    verdicts = {}
+    for grader in ("lenient", "official"):
+        done = testtime_cli("grade", "--bench", "lcb-v6", "--data-dir", str(data), "--predictions", str(predictions),
+                            "--bench-opt", f"grader={grader}", "--json", timeout=300)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        report = json.loads(done.stdout)
+        assert report["summary"]["grader"] == grader
+        verdicts[grader] = report["per_problem"][0]["status"]
+    assert verdicts == {"lenient": "correct", "official": "wrong_answer"}  # one Solution serves every test
+
+
+def test_an_unknown_grader_is_a_clear_error() -> None:
+    with pytest.raises(UserError, match="grader must be lenient or official"):
+        BENCHMARKS.create("lcb-v6", grader="strict")

@@ -21,6 +21,8 @@ EXTRACTION = [
     ("\\boxed{12", None),  # malformed box
     ("good \\boxed{4} then broken \\boxed{5", "4"),  # last *well-formed* box
     ("\\boxed{\\text{025}}", "\\text{025}"),
+    ("\\boxed{56\\}", None),  # an escaped brace is a literal: this box never closes
+    ("\\boxed{\\{1, 2\\}}", "\\{1, 2\\}"),  # literal braces inside a closed box
 ]
 
 

@@ -30,7 +30,14 @@ BASE = {
 def grid(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Any]]:
     out = tmp_path_factory.mktemp("grid")
     points, images = depth_width(
-        BASE, out, rounds=3, widths=[1, 2], majority_n=8, rsa=(4, 2, 3), progress=False, log=lambda *_: None
+        BASE,
+        out,
+        rounds=3,
+        widths=[1, 2],
+        majority_n=8,
+        rsa={"population": "4", "aggregate": "2", "steps": "3"},
+        progress=False,
+        log=lambda *_: None,
     )
     assert all(image.stat().st_size > 1000 for image in images)
     return out, points
@@ -38,7 +45,7 @@ def grid(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Any]]:
 
 def test_every_sub_run_costs_exactly_what_the_grid_planned(grid: tuple[Path, list[Any]]) -> None:
     out, _ = grid
-    for name, config in plan(BASE, 3, [1, 2], 8, (4, 2, 3)).items():
+    for name, config in plan(BASE, 3, [1, 2], 8, {"population": "4", "aggregate": "2", "steps": "3"}).items():
         paid = [e for e in read_entries(out / name / "ledger.jsonl") if not e.cached]
         assert len(paid) == planned_calls(config, problems=3), name
 
@@ -58,7 +65,14 @@ def test_a_second_invocation_reuses_every_run(grid: tuple[Path, list[Any]]) -> N
     out, points = grid
     before = {name: len((out / name / "ledger.jsonl").read_text().splitlines()) for name in ("trt-K1", "majority")}
     again, _ = depth_width(
-        BASE, out, rounds=3, widths=[1, 2], majority_n=8, rsa=(4, 2, 3), progress=False, log=lambda *_: None
+        BASE,
+        out,
+        rounds=3,
+        widths=[1, 2],
+        majority_n=8,
+        rsa={"population": "4", "aggregate": "2", "steps": "3"},
+        progress=False,
+        log=lambda *_: None,
     )
     assert [p.model_dump() for p in again] == [p.model_dump() for p in points]
     assert before == {name: len((out / name / "ledger.jsonl").read_text().splitlines()) for name in before}
@@ -95,3 +109,47 @@ def test_report_on_an_unfinished_run_is_a_clear_error(tmp_path: Path, testtime_c
     (run / "config.json").write_text(json.dumps({"run": {}}))
     result = testtime_cli("report", str(run))
     assert result.returncode == 2 and "no summary.json yet" in result.stderr
+
+
+def test_one_budget_covers_the_whole_grid_and_a_larger_one_resumes(tmp_path: Path) -> None:
+    from testtime.core.errors import UserError
+
+    out = tmp_path / "grid"
+    rsa = {"population": "2", "aggregate": "2", "steps": "2"}
+    with pytest.raises(UserError, match="the grid's budget ran out"):
+        depth_width({**BASE, "max_tokens_total": 400}, out, 2, [1, 2], 4, rsa, progress=False, log=lambda *_: None)
+    spent = sum(
+        e.prompt_tokens + e.completion_tokens
+        for p in out.iterdir()
+        if p.is_dir()
+        for e in read_entries(p / "ledger.jsonl")
+    )
+    assert spent < 400 + 200  # stopped near the budget (calls in flight land), not after the whole grid
+    points, _ = depth_width(
+        {**BASE, "max_tokens_total": 10**7}, out, 2, [1, 2], 4, rsa, progress=False, log=lambda *_: None
+    )
+    assert {p.series for p in points} == {
+        "trt K=1",
+        "trt K=2",
+        "majority",
+        "rsa N=2 K=2",
+        "rsa N=2 K=2 population mean",
+    }
+
+
+def test_ablate_takes_runs_sampling_auth_and_budget_flags(testtime_cli: Callable[..., Any], tmp_path: Path) -> None:
+    shown = testtime_cli("ablate", "depth-width", "--help")
+    for flag in (
+        "--max-cost",
+        "--max-tokens-total",
+        "--api-key-env",
+        "--top-p",
+        "--method-opt",
+        "--rsa-opt",
+        "--no-rsa",
+    ):
+        assert flag in shown.stdout, flag
+    bad = testtime_cli(
+        "ablate", "depth-width", "--model", "fake:echo", "--rsa-opt", "aggregate=20", "--out", str(tmp_path / "g")
+    )
+    assert bad.returncode == 2 and "aggregate <= population" in bad.stderr and not (tmp_path / "g").exists()

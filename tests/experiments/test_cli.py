@@ -37,7 +37,8 @@ def test_majority_run_end_to_end_on_the_fake_model(tmp_path: Path) -> None:
     result = cli(*args, "--out", str(out))
     assert result.returncode == 0, result.stderr
     config = json.loads((out / "config.json").read_text())
-    assert config["run"]["method"] == "majority" and config["method"]["tie_policy"] == "earliest"
+    assert config["run"]["method"] == "majority"
+    assert config["method"]["selector"] == {"name": "majority", "tie_policy": "earliest"}  # recorded as built
     assert "python" in config["versions"] and config["benchmark"]["digits"] == 2
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert len(records) == 5 and all(len(r["candidates"]) == 4 for r in records)

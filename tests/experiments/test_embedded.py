@@ -91,7 +91,8 @@ def test_trt_on_arith_with_the_embedded_model(tmp_path: Path, testtime_cli: Call
 
 def test_a_tiny_depth_width_ablation_with_the_embedded_model(tmp_path: Path, testtime_cli: Callable[..., Any]) -> None:
     out = tmp_path / "grid"
-    args = "ablate depth-width --bench arith --limit 2 -T 2 --widths 1,2 --majority-n 4 --rsa 2,2,2 --max-tokens 32"
+    args = "ablate depth-width --bench arith --limit 2 -T 2 --widths 1,2 --majority-n 4 --max-tokens 32"
+    args += " --rsa-opt population=2 --rsa-opt aggregate=2 --rsa-opt steps=2"
     result = testtime_cli(
         *args.split(), "--out", str(out), "--quiet", cwd=tmp_path, env={"HF_HUB_OFFLINE": "1"}, timeout=1500
     )

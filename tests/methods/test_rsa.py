@@ -13,7 +13,7 @@ from testtime.core.checkpoint import RoundCheckpoints
 from testtime.core.errors import UserError
 from testtime.core.ledger import Ledger
 from testtime.core.records import Message, Problem, SamplingParams
-from testtime.methods import ProblemResult
+from testtime.core.results import ProblemResult
 from testtime.methods.rsa import RSA
 from testtime.models.fake import FakeModel
 
@@ -47,7 +47,7 @@ def test_costs_n_times_t_and_aggregates_k_distinct_candidates() -> None:
     for prompt in aggregations:
         shown = re.findall(r"sample (\d+):", prompt)
         assert len(shown) == 3 and len(set(shown)) == 3  # K members drawn without replacement
-    assert len(result.candidates) == 4 and [r["round"] for r in result.details["rounds"]] == [1, 2, 3]
+    assert len(result.candidates) == 4 and [r.round for r in result.rounds] == [1, 2, 3]
     assert result.prediction == "42"  # the vote on the final population
 
 
@@ -63,3 +63,22 @@ def test_resume_continues_after_the_last_step(tmp_path: Path) -> None:
 def test_bad_shapes_are_clear_errors(options: dict[str, object]) -> None:
     with pytest.raises(UserError):
         RSA(**options)  # type: ignore[arg-type]
+
+
+def _long_model(prompts: list[str]) -> FakeModel:
+    def answer(messages: Sequence[Message], params: SamplingParams) -> str:
+        prompts.append(messages[-1].content)
+        return "BEGIN " + "reasoning " * 1000 + "\\boxed{42}"  # 10,000 characters
+
+    return FakeModel(answer)
+
+
+def test_aggregation_sees_full_candidate_texts_unless_capped() -> None:
+    full: list[str] = []
+    run(_long_model(full), population=2, aggregate=2, steps=2)
+    assert all(p.count("BEGIN ") == 2 for p in full if "Candidate solutions" in p)  # both whole, as the reference
+    capped: list[str] = []
+    run(_long_model(capped), population=2, aggregate=2, steps=2, excerpt_chars=4000)
+    aggregations = [p for p in capped if "Candidate solutions" in p]
+    assert aggregations and all("BEGIN " not in p for p in aggregations)
+    assert RSA(excerpt_chars=4000).describe()["excerpt_chars"] == 4000  # a cap is recorded in config.json

@@ -103,3 +103,47 @@ def test_run_all_versus_early_exit(backend: Sandbox) -> None:
 
 def test_an_empty_suite_never_passes() -> None:
     assert not ExecutionReport(backend="any", tests=[]).passed
+
+
+OFFICIAL = Limits(grader="official")
+FUNCTIONAL = [
+    # (returns, expected JSON, lenient verdict, official verdict): the official grader turns only a top-level tuple
+    # into a list and compares the value itself; the lenient one compares JSON, where tuples are lists and keys strings
+    ("[(i, i) for i in range(n)]", "[[0, 0], [1, 1]]", "pass", "wrong_answer"),
+    ("{n: 1}", '{"2": 1}', "pass", "wrong_answer"),
+    ("(n, n)", "[2, 2]", "pass", "pass"),
+    ("[n, [n]]", "[2, [2]]", "pass", "pass"),
+    ("{n}", "[2]", "runtime_error", "wrong_answer"),  # a set: not JSON; officially just unequal to a list
+    ("n / 1", "2", "pass", "pass"),  # 2.0 == 2, in both
+]
+
+
+@pytest.mark.parametrize(("returns", "expected", "lenient", "official"), FUNCTIONAL)
+def test_functional_comparison_by_grader(
+    backend: Sandbox, returns: str, expected: str, lenient: str, official: str
+) -> None:
+    program = f"class Solution:\n    def f(self, n):\n        return {returns}"
+    tests = [TestCase(input="2", output=expected, testtype="functional")]
+    assert backend.run(program, tests, func_name="f").tests[0].verdict == lenient
+    assert backend.run(program, tests, OFFICIAL, func_name="f").tests[0].verdict == official
+
+
+def test_the_official_grader_keeps_one_solution_and_module_across_tests(backend: Sandbox) -> None:
+    program = (
+        "seen = []\nclass Solution:\n    def __init__(self):\n        self.calls = 0\n"
+        "    def f(self, x):\n        self.calls += 1\n        seen.append(x)\n        return [self.calls, len(seen)]"
+    )
+    tests = [TestCase(input=str(i), output="[1, 1]", testtype="functional") for i in range(2)]
+    assert [t.verdict for t in backend.run(program, tests, func_name="f").tests] == ["pass", "pass"]
+    officially = backend.run(program, tests, OFFICIAL, func_name="f").tests
+    assert [t.verdict for t in officially] == ["pass", "wrong_answer"]  # a state bug shows, as it does officially
+
+
+def test_a_non_zero_exit_after_the_answer_by_grader(backend: Sandbox) -> None:
+    program = "print(4)\nraise SystemExit(1)"
+    assert run(backend, program, "", "4").tests[0].verdict == "runtime_error"
+    assert backend.run(program, [TestCase(input="", output="4")], OFFICIAL).tests[0].verdict == "pass"
+
+
+def test_numpy_is_there_as_in_the_official_environment(backend: Sandbox) -> None:
+    assert run(backend, "import numpy as np\nprint(int(np.arange(4).sum()))", "", "6").passed

@@ -10,10 +10,12 @@ import pytest
 
 from testtime.core.cache import CompletionCache
 from testtime.core.ledger import Ledger
-from testtime.core.records import Candidate, Message, Problem, SamplingParams, Selection, TestCase
+from testtime.core.records import Candidate, Message, Problem, SamplingParams, TestCase
 from testtime.core.rollout import RolloutEngine
+from testtime.core.selection import ExecutionEvidence, Selection
 from testtime.models.fake import FakeModel
 from testtime.sandbox import Sandbox
+from testtime.selectors import SelectionContext
 from testtime.selectors.execution import ExecutionSelector, parse_generated
 
 CORRECT = "print(sum(map(int, input().strip())))"
@@ -50,9 +52,9 @@ def select(
         FakeModel(lambda messages, params: text), model_name="fake:", cache=CompletionCache(None), ledger=ledger
     )
     candidates = [Candidate(index=i, text="", answer=p) for i, p in enumerate(programs)]
-    context = {"seed": 0, "engine": engine, "params": SamplingParams(), "sandbox": sandbox}
-    selector = ExecutionSelector(timeout_s=0.5, **options)  # type: ignore[arg-type]
-    return asyncio.run(selector.aselect(problem(*public), candidates, context)), ledger
+    context = SelectionContext(engine=engine, params=SamplingParams(), sandbox=sandbox)
+    selector = ExecutionSelector(timeout_s=0.5, **options)
+    return asyncio.run(selector.select(problem(*public), candidates, context)), ledger
 
 
 def test_public_examples_decide_first(sandbox: Sandbox) -> None:
@@ -70,32 +72,35 @@ def test_agreement_on_generated_inputs_picks_the_larger_cluster(sandbox: Sandbox
 def test_an_honest_tie_is_reported(sandbox: Sandbox) -> None:
     selection, _ = select(sandbox, [WRONG, CORRECT], ["99", "48"])
     assert selection.tie and selection.index == 0
-    assert selection.evidence["tied_candidates"] == [0, 1]
+    assert isinstance(selection.evidence, ExecutionEvidence) and selection.evidence.tied_candidates == (0, 1)
 
 
 def test_slow_and_crashing_candidates_lose(sandbox: Sandbox) -> None:
     selection, _ = select(sandbox, [SLOW, CRASHING, CORRECT], ["99", "12"], public=[("5", "5")])
     assert selection.index == 2
-    verdicts = {row["index"]: [t["verdict"] for t in row["tests"]] for row in selection.evidence["report"]}
+    assert isinstance(selection.evidence, ExecutionEvidence)
+    verdicts = {row.index: [t.verdict for t in row.tests] for row in selection.evidence.report}
     assert verdicts[0] == ["time_limit"] * 3 and "runtime_error" in verdicts[1]
 
 
 def test_generated_suites_are_checked(sandbox: Sandbox) -> None:
     # "5" repeats a public input, "12" appears twice, "abc" crashes everyone, "3" every candidate answers alike.
     selection, _ = select(sandbox, [WRONG, CORRECT], ["5", "12", "12", "abc", "3", "99"], public=[("5", "5")])
-    suite = selection.evidence["suite"]
-    assert (suite["parsed"], suite["duplicates"], suite["invalid"], suite["non_discriminating"]) == (6, 2, 1, 2)
-    assert suite["kept"] == 1  # only "99" separates the two programs
+    assert isinstance(selection.evidence, ExecutionEvidence)
+    suite = selection.evidence.suite
+    assert (suite.parsed, suite.duplicates, suite.invalid, suite.non_discriminating) == (6, 2, 1, 2)
+    assert suite.kept == 1  # only "99" separates the two programs
 
 
 def test_malformed_test_json_still_selects_on_public_examples(sandbox: Sandbox) -> None:
     selection, _ = select(sandbox, [WRONG, CORRECT], "sure! here are tests: [1, 2", public=[("99", "18")])
-    assert selection.evidence["suite"]["parsed"] == 0 and selection.index == 1
+    assert isinstance(selection.evidence, ExecutionEvidence)
+    assert selection.evidence.suite.parsed == 0 and selection.index == 1
 
 
 def test_an_empty_suite_is_said_so(sandbox: Sandbox) -> None:
     selection, _ = select(sandbox, [CORRECT, CORRECT_TOO], [])
-    assert selection.evidence["empty_suite"] is True
+    assert isinstance(selection.evidence, ExecutionEvidence) and selection.evidence.empty_suite
 
 
 def test_no_code_means_no_selection(sandbox: Sandbox) -> None:
@@ -107,7 +112,8 @@ def test_predicted_outputs_break_ties(sandbox: Sandbox) -> None:
     tests = [{"input": "99", "output": "18"}, {"input": "48", "output": "12"}]
     selection, _ = select(sandbox, [WRONG, CORRECT], tests, predicted_outputs=True)
     assert selection.index == 1 and not selection.tie
-    assert selection.evidence["candidates"][1]["predicted_agreement"] == 2
+    assert isinstance(selection.evidence, ExecutionEvidence)
+    assert selection.evidence.candidates[1].predicted_agreement == 2
 
 
 @pytest.mark.parametrize(
@@ -144,8 +150,8 @@ def test_the_prompt_names_the_input_format() -> None:
 
             return ExecutionReport(backend="none", tests=[])
 
-    context = {"engine": engine, "params": SamplingParams(), "sandbox": NoRun()}
-    asyncio.run(ExecutionSelector(n_inputs=3).aselect(leetcode, candidates, context))
+    context = SelectionContext(engine=engine, params=SamplingParams(), sandbox=NoRun())  # type: ignore[arg-type]
+    asyncio.run(ExecutionSelector(test_inputs=3).select(leetcode, candidates, context))
     assert "one JSON value per line" in seen[0] and "`add`" in seen[0] and "3 test inputs" in seen[0]
 
 
@@ -162,4 +168,4 @@ def test_identical_programs_run_once_and_still_count_as_agreement(sandbox: Sandb
     selection, _ = select(counting, [WRONG, CORRECT, CORRECT], ["99", "48"])  # type: ignore[arg-type]
     assert sorted(counting.programs) == sorted([WRONG, CORRECT])
     assert selection.index == 1 and selection.cluster_sizes == (2, 1)
-    assert len(selection.evidence["report"]) == 3
+    assert isinstance(selection.evidence, ExecutionEvidence) and len(selection.evidence.report) == 3

@@ -6,7 +6,7 @@ import importlib
 
 from testtime.benchmarks.base import BENCHMARKS, Benchmark, Grade, SealedReferences
 
-_MODULES = ("aime24", "aime25", "amc23", "math500", "arith", "lcb")
+_MODULES = ("aime24", "aime25", "amc23", "math500", "arith", "lcb", "pyfunc")
 
 
 def load_benchmarks() -> None:

@@ -81,14 +81,22 @@ def data_dir(explicit: str | Path | None) -> Path | None:
     return path
 
 
-def read_jsonl(path: Path, required: tuple[str, ...]) -> list[dict[str, Any]]:
-    """Rows of a JSONL file; a malformed row is reported with file and line."""
+def read_jsonl(path: Path, required: tuple[str, ...], id_field: str | None = None) -> list[dict[str, Any]]:
+    """Rows of a JSONL file, checked as they are read: UTF-8, one JSON object per line, the required fields,
+    and (with `id_field`) no id twice. Each problem is one line naming the file and line."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        raw = path.read_bytes()
     except OSError as exc:
         raise UserError(f"cannot read {path}: {exc.strerror}") from None
-    rows = []
-    for number, line in enumerate(lines, 1):
+    rows: list[dict[str, Any]] = []
+    first_seen: dict[str, int] = {}
+    for number, data in enumerate(raw.split(b"\n"), 1):
+        try:
+            line = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise UserError(
+                f"{path}:{number}: not valid UTF-8 (byte 0x{data[exc.start]:02x} at column {exc.start + 1})"
+            ) from None
         if not line.strip():
             continue
         try:
@@ -100,10 +108,24 @@ def read_jsonl(path: Path, required: tuple[str, ...]) -> list[dict[str, Any]]:
         missing = [k for k in required if row.get(k) in (None, "")]
         if missing:
             raise UserError(f"{path}:{number}: missing field(s) {', '.join(missing)}")
+        if id_field is not None:
+            key = str(row[id_field])
+            if key in first_seen:
+                raise UserError(f"{path}:{number}: duplicate {id_field} '{key}' (first on line {first_seen[key]})")
+            first_seen[key] = number
         rows.append(row)
     if not rows:
         raise UserError(f"{path} holds no rows")
     return rows
+
+
+def unique_ids(ids: list[str], source: str) -> None:
+    """Two problems with one id would share one result line and one reference: refuse them."""
+    seen: set[str] = set()
+    for pid in ids:
+        if pid in seen:
+            raise UserError(f"{source}: problem id '{pid}' appears twice")
+        seen.add(pid)
 
 
 def load_hub_rows(hub_id: str, split: str, bench: str) -> list[dict[str, Any]]:

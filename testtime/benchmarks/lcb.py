@@ -3,8 +3,10 @@
 Source: hub `livecodebench/code_generation_lite` (its JSONL shards; `--bench-opt release=release_v6` is the
 cumulative 1,055 problems, the default `v6` the 175 added in v6), or `<data-dir>/lcb-v6.jsonl`. Options:
 `release`, `start_date`/`end_date` (inclusive, YYYY-MM-DD), `difficulty`, `platform`, `timeout` (per test,
-default 6 s as the official runner). Problems on the upstream errata list are flagged. Problems without
-private tests (the development copy) are graded on their public tests, and results say so.
+default 6 s as the official runner), `grader` (`lenient`, the default, or `official`: the official grader's
+comparison and call semantics exactly, for headline numbers; see `sandbox/judge.py`). Problems on the
+upstream errata list are flagged. Problems without private tests (the development copy) are graded on their
+public tests, and results say so.
 """
 
 from __future__ import annotations
@@ -13,13 +15,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from testtime.benchmarks.base import BENCHMARKS, Benchmark, Grade, SealedReferences, data_dir, read_jsonl
-from testtime.benchmarks.lcb_data import ERRATA, HUB_REPO, decode_tests, keep, metadata_of, release_shards
+from testtime.benchmarks.base import BENCHMARKS, SealedReferences, data_dir, read_jsonl, unique_ids
+from testtime.benchmarks.code_common import CodeBenchmark
+from testtime.benchmarks.lcb_data import ERRATA, HUB_REPO, decode_tests, keep, metadata_of, parse_day, release_shards
 from testtime.core.errors import UserError
-from testtime.core.programs import extract_program
 from testtime.core.records import Message, Problem, Reference
 from testtime.sandbox import Limits
 
+GRADERS = ("lenient", "official")
 SYSTEM = (
     "You are an expert Python programmer. You will be given a question (problem specification) and will "
     "generate a correct Python program that matches the specification and passes all tests."
@@ -36,10 +39,8 @@ STDIN = (
 
 
 @BENCHMARKS.register("lcb-v6", help="LiveCodeBench code generation (v6 slice; options release, dates, difficulty)")
-class LiveCodeBench(Benchmark):
+class LiveCodeBench(CodeBenchmark):
     name = "lcb-v6"
-    domain = "code"
-    needs_sandbox = True
 
     def __init__(
         self,
@@ -50,12 +51,20 @@ class LiveCodeBench(Benchmark):
         difficulty: str | None = None,
         platform: str | None = None,
         timeout: float | str = 6.0,
+        grader: str = "lenient",
     ) -> None:
         self.data_dir, self.release = data_dir, release
-        self.filters = {"start_date": start_date, "end_date": end_date, "difficulty": difficulty, "platform": platform}
+        self.filters = {
+            "start_date": parse_day(start_date, "start_date"),
+            "end_date": parse_day(end_date, "end_date"),
+            "difficulty": difficulty,
+            "platform": platform,
+        }
         if difficulty not in (None, "easy", "medium", "hard"):
             raise UserError(f"difficulty must be easy, medium or hard, not '{difficulty}'")
-        self.limits = Limits(timeout_s=float(timeout), early_exit=True)
+        if grader not in GRADERS:
+            raise UserError(f"grader must be {' or '.join(GRADERS)}, not '{grader}'")
+        self.limits = Limits(timeout_s=float(timeout), early_exit=True, grader=grader)  # type: ignore[arg-type]
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -63,13 +72,16 @@ class LiveCodeBench(Benchmark):
             "release": self.release,
             **self.filters,
             "timeout_s": self.limits.timeout_s,
+            "grader": self.limits.grader,
             "data_dir": str(self.data_dir) if self.data_dir else None,
         }
 
     def _rows(self) -> list[dict[str, Any]]:
         folder = data_dir(self.data_dir)
         if folder is not None:
-            return read_jsonl(folder / f"{self.name}.jsonl", ("question_id", "question_content"))
+            return read_jsonl(
+                folder / f"{self.name}.jsonl", ("question_id", "question_content"), id_field="question_id"
+            )
         try:
             from huggingface_hub import hf_hub_download
         except ImportError:
@@ -114,11 +126,16 @@ class LiveCodeBench(Benchmark):
                 Reference(
                     problem_id=pid,
                     hidden_tests=tuple(public + private),
-                    metadata={"public_only": not private, "func_name": metadata["func_name"]},
+                    metadata={
+                        "public_only": not private,
+                        "func_name": metadata["func_name"],
+                        **({"erratum": ERRATA[pid]} if pid in ERRATA else {}),
+                    },
                 )
             )
         if not problems:
             raise UserError(f"{self.name}: no problem matches release={self.release} and filters {self.filters}")
+        unique_ids([p.id for p in problems], self.name)
         return problems, SealedReferences(references)
 
     def prompt(self, problem: Problem) -> list[Message]:
@@ -129,28 +146,3 @@ class LiveCodeBench(Benchmark):
         answer = "### Answer: (use the provided format with backticks)"
         user = f"### Question:\n{problem.statement}\n\n### Format: {form}\n\n{answer}\n\n"
         return [Message(role="system", content=SYSTEM), Message(role="user", content=user)]
-
-    def grade(self, prediction: str | None, reference: Reference) -> Grade:
-        program = graded_program(prediction)
-        if program is None:
-            return Grade(correct=False, answer=None, status="no_code")
-        if self.sandbox is None:
-            from testtime.sandbox.choose import open_sandbox
-
-            self.sandbox = open_sandbox("auto")
-        report = self.sandbox.run(program, reference.hidden_tests, self.limits, reference.metadata.get("func_name"))
-        if report.passed:
-            return Grade(correct=True, answer=program, status="correct")
-        failed = next(t for t in report.tests if t.verdict != "pass")
-        return Grade(correct=False, answer=program, status="compile_error" if failed.compile_error else failed.verdict)
-
-    def close(self) -> None:
-        if self.sandbox is not None:
-            self.sandbox.close()
-
-
-def graded_program(prediction: str | None) -> str | None:
-    """A prediction may be a bare program or a whole completion: a fenced block, if present, is the program."""
-    if prediction is None or not prediction.strip():
-        return None
-    return extract_program(prediction) if "```" in prediction or "<think>" in prediction else prediction

@@ -11,7 +11,9 @@ import base64
 import io
 import json
 import pickle
+import re
 import zlib
+from datetime import date
 from typing import Any
 
 from testtime.core.errors import UserError
@@ -89,14 +91,41 @@ def release_shards(release: str) -> tuple[str, ...]:
         ) from None
 
 
+_DAY = re.compile(r"^\s*(\d{4})-(\d{1,2})-(\d{1,2})(?:[T ].*)?$")
+
+
+def parse_day(value: str | None, option: str) -> str | None:
+    """An ISO day (YYYY-MM-DD; zero padding optional, a time part ignored) as a zero-padded string."""
+    if value in (None, ""):
+        return None
+    match = _DAY.match(str(value))
+    try:
+        if match is None:
+            raise ValueError(value)
+        return date(*(int(part) for part in match.groups())).isoformat()
+    except ValueError:
+        raise UserError(f"{option}: expected a date YYYY-MM-DD, not '{value}'") from None
+
+
+def _row_day(row: dict[str, Any]) -> str | None:
+    match = _DAY.match(str(row.get("contest_date", "")))
+    try:
+        return date(*(int(part) for part in match.groups())).isoformat() if match else None
+    except ValueError:
+        return None
+
+
 def keep(
     row: dict[str, Any], start_date: str | None, end_date: str | None, difficulty: str | None, platform: str | None
 ) -> bool:
-    """The official loader's inclusive contest-date window, plus difficulty and platform filters."""
-    day = str(row.get("contest_date", ""))[:10]
+    """The official loader's inclusive contest-date window (days compared as dates, not as raw text), plus
+    difficulty and platform filters. A row without a readable date is outside any window."""
+    day = _row_day(row)
+    in_window = (not start_date or (day is not None and day >= start_date)) and (
+        not end_date or (day is not None and day <= end_date)
+    )
     return (
-        (not start_date or day >= start_date)
-        and (not end_date or day <= end_date)
+        in_window
         and (not difficulty or row.get("difficulty") == difficulty)
         and (not platform or row.get("platform") == platform)
     )

@@ -8,7 +8,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from testtime.benchmarks.base import Benchmark, Grade, SealedReferences, data_dir, load_hub_rows, read_jsonl
+from testtime.benchmarks.base import (
+    Benchmark,
+    Grade,
+    SealedReferences,
+    data_dir,
+    load_hub_rows,
+    read_jsonl,
+    unique_ids,
+)
 from testtime.core.answers import equivalent, extract_answer
 from testtime.core.records import Message, Problem, Reference
 
@@ -44,10 +52,10 @@ class MathBenchmark(Benchmark):
     def _rows(self) -> list[dict[str, Any]]:
         folder = data_dir(self.data_dir)
         if folder is not None:
-            return read_jsonl(folder / f"{self.name}.jsonl", ("id", "problem", "answer"))
+            return read_jsonl(folder / f"{self.name}.jsonl", ("id", "problem", "answer"), id_field="id")
         problem_field, answer_field, id_field = self.hub_fields
         rows = load_hub_rows(self.hub_id, self.hub_split, self.name)
-        return [
+        found = [
             {
                 "id": str(r[id_field]) if id_field else f"{self.name}-{i}",
                 "problem": r[problem_field],
@@ -55,6 +63,8 @@ class MathBenchmark(Benchmark):
             }
             for i, r in enumerate(rows)
         ]
+        unique_ids([r["id"] for r in found], self.hub_id)
+        return found
 
     def load(self) -> tuple[list[Problem], SealedReferences]:
         problems, references = [], []

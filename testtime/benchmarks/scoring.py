@@ -7,6 +7,7 @@ prediction and every sample, so pass@1 (avg@k) and maj@k come from the same samp
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from statistics import mean
 from typing import Any
 
@@ -14,37 +15,40 @@ from testtime.benchmarks.base import Benchmark
 from testtime.benchmarks.metrics import bootstrap_ci, maj_at_k, powers_of_two_upto, vote_clusters
 from testtime.benchmarks.ttrl_audit import audit_ttrl, summarize_ttrl
 from testtime.core.records import Reference
+from testtime.core.results import Grading, ProblemResult, ResultRecord, RoundAudit, RoundRecord
 
 
-def score(benchmark: Benchmark, result: dict[str, Any], reference: Reference) -> dict[str, Any]:
-    """Grade fields to merge into a results.jsonl record."""
-    grade = benchmark.grade(result.get("prediction"), reference)
-    answers = [c.get("answer") for c in result.get("candidates", [])]
+def score(benchmark: Benchmark, result: ProblemResult, reference: Reference) -> Grading:
+    """The grade of one result, to be written beside it in results.jsonl."""
+    grade = benchmark.grade(result.prediction, reference)
+    answers = [c.answer for c in result.candidates]
     missing = "no_code" if benchmark.domain == "code" else "no_answer"
     grades = [benchmark.grade(a, reference) if a is not None else None for a in answers]
-    fields: dict[str, Any] = {
-        "correct": grade.correct,
-        "graded_answer": grade.answer,
-        "status": grade.status,
-        "sample_correct": [bool(g and g.correct) for g in grades],
-        "sample_status": [g.status if g else missing for g in grades],
-    }
-    if reference.metadata.get("public_only"):
-        fields["public_only"] = True
-    rounds = result.get("details", {}).get("rounds")
-    if rounds:
-        fields["round_audit"] = audit_rounds(benchmark, rounds, reference)
-    ttrl = result.get("details", {}).get("ttrl")
-    if ttrl:
-        fields["ttrl_audit"] = audit_ttrl(benchmark, ttrl, reference)
+    # A failed call is an error, not a missing answer: the labels must agree with the rates in the summary.
+    failed = [bool(c.error) for c in result.candidates]
+    status = "error" if grade.answer is None and failed and all(failed) else grade.status
+    sample_correct = tuple(bool(g and g.correct) for g in grades)
+    cluster_of = cluster_correct = None
     # maj@k needs answer equivalence (programs have none) and independent samples (rounds condition on each other)
-    if benchmark.domain == "math" and not rounds:
-        cluster_of, cluster_correct = vote_clusters(answers, fields["sample_correct"])
-        fields.update(cluster_of=cluster_of, cluster_correct=cluster_correct)
-    return fields
+    if benchmark.domain == "math" and not result.rounds:
+        classes, correct = vote_clusters(answers, sample_correct)
+        cluster_of, cluster_correct = tuple(classes), tuple(correct)
+    return Grading(
+        correct=grade.correct,
+        graded_answer=grade.answer,
+        status=status,
+        sample_correct=sample_correct,
+        sample_status=tuple(g.status if g else "error" if f else missing for g, f in zip(grades, failed, strict=True)),
+        public_only=bool(reference.metadata.get("public_only")),
+        erratum=reference.metadata.get("erratum"),
+        round_audit=audit_rounds(benchmark, result.rounds, reference) if result.rounds else None,
+        ttrl_audit=audit_ttrl(benchmark, result.ttrl, reference) if result.ttrl else None,
+        cluster_of=cluster_of,
+        cluster_correct=cluster_correct,
+    )
 
 
-def audit_rounds(benchmark: Benchmark, rounds: list[dict[str, Any]], reference: Reference) -> dict[str, list[Any]]:
+def audit_rounds(benchmark: Benchmark, rounds: Sequence[RoundRecord], reference: Reference) -> RoundAudit:
     """Per round, from the sealed reference: was the selected answer correct, had any rollout so far been
     correct (oracle coverage; not accuracy: what a perfect selector could have reached), and the mean accuracy
     of the round's rollouts (RSA's population metric)."""
@@ -58,13 +62,13 @@ def audit_rounds(benchmark: Benchmark, rounds: list[dict[str, Any]], reference: 
         return verdicts[answer]
 
     accuracy, coverage, population, covered = [], [], [], False
-    for record in sorted(rounds, key=lambda r: r["round"]):
-        graded = [correct(c.get("answer")) for c in record.get("candidates", [])]
+    for record in sorted(rounds, key=lambda r: r.round):
+        graded = [correct(c.answer) for c in record.candidates]
         covered = covered or any(graded)
-        accuracy.append(correct(record.get("selected_answer")))
+        accuracy.append(correct(record.selected_answer))
         coverage.append(covered)
         population.append(sum(graded) / len(graded) if graded else 0.0)
-    return {"accuracy": accuracy, "coverage": coverage, "rollout_mean": population}
+    return RoundAudit(accuracy=tuple(accuracy), coverage=tuple(coverage), rollout_mean=tuple(population))
 
 
 def _with_ci(values: list[float], seed: int) -> dict[str, float]:
@@ -72,51 +76,52 @@ def _with_ci(values: list[float], seed: int) -> dict[str, float]:
     return {"mean": mean(values) if values else 0.0, "ci_low": low, "ci_high": high}
 
 
-def summarize(records: list[dict[str, Any]], ledger: dict[str, Any], seed: int = 0) -> dict[str, Any]:
+def summarize(records: Sequence[ResultRecord], ledger: dict[str, Any], seed: int = 0) -> dict[str, Any]:
     """The run summary: accuracy with CIs, avg@k, maj@k, failure rates and the ledger's totals."""
     problems = len(records)
-    samples = [c for r in records for c in r.get("candidates", [])]
-    n_min = min((len(r.get("candidates", [])) for r in records), default=0)
+    samples = [c for r in records for c in r.candidates]
+    n_min = min((len(r.candidates) for r in records), default=0)
     summary: dict[str, Any] = {
         "problems": problems,
-        "accuracy": _with_ci([float(r["correct"]) for r in records], seed),
+        "accuracy": _with_ci([float(r.correct) for r in records], seed),
         "samples": len(samples),
     }
-    with_samples = [r for r in records if r.get("sample_correct")]
+    with_samples = [r for r in records if r.sample_correct]
     if with_samples:
-        summary["pass@1_avg"] = _with_ci([mean(r["sample_correct"]) for r in with_samples], seed)
-        if n_min and all("cluster_of" in r for r in with_samples):
+        summary["pass@1_avg"] = _with_ci([mean(r.sample_correct) for r in with_samples], seed)
+        if n_min and all(r.cluster_of is not None for r in with_samples):
             summary["maj@k"] = {
-                str(k): mean(maj_at_k(r["cluster_of"], r["cluster_correct"], k, seed) for r in with_samples)
+                str(k): mean(maj_at_k(r.cluster_of or (), r.cluster_correct or (), k, seed) for r in with_samples)
                 for k in powers_of_two_upto(n_min)
             }
     if samples:
-        summary["no_answer_rate"] = mean(c.get("answer") is None and not c.get("error") for c in samples)
-        summary["truncation_rate"] = mean(c.get("finish_reason") == "length" for c in samples)
-        summary["error_rate"] = mean(bool(c.get("error")) for c in samples)
-    audits = [r["round_audit"] for r in records if r.get("round_audit")]
+        summary["no_answer_rate"] = mean(c.answer is None and not c.error for c in samples)
+        summary["truncation_rate"] = mean(c.finish_reason == "length" for c in samples)
+        summary["error_rate"] = mean(bool(c.error) for c in samples)
+        errors = [c.error for c in samples if c.error]
+        if errors:
+            summary["first_error"] = errors[0][:300]
+    audits = [r.round_audit for r in records if r.round_audit]
     if audits:
-        depth = min(len(a["accuracy"]) for a in audits)
+        depth = min(len(a.accuracy) for a in audits)
         summary["rounds"] = {
-            "accuracy": [mean(a["accuracy"][t] for a in audits) for t in range(depth)],
-            "coverage": [mean(a["coverage"][t] for a in audits) for t in range(depth)],
-            "rollout_mean": [mean(a["rollout_mean"][t] for a in audits) for t in range(depth)],
+            "accuracy": [mean(a.accuracy[t] for a in audits) for t in range(depth)],
+            "coverage": [mean(a.coverage[t] for a in audits) for t in range(depth)],
+            "rollout_mean": [mean(a.rollout_mean[t] for a in audits) for t in range(depth)],
         }
-        rollouts = [
-            sum(len(r["candidates"]) for r in rec["details"]["rounds"]) for rec in records if rec.get("details")
-        ]
+        rollouts = [sum(len(r.candidates) for r in record.rounds) for record in records if record.rounds]
         # The fair baseline spends the same solver rollouts on independent samples: majority at n = T·K.
         summary["same_budget_majority_n"] = round(mean(rollouts)) if rollouts else None
-    if any(r.get("ttrl_audit") for r in records):
+    if any(r.ttrl_audit for r in records):
         summary["ttrl"] = summarize_ttrl(records, seed)
-    summary["prediction_status"] = dict(Counter(r.get("status", "") for r in records))
-    if any("sample_status" in r for r in records):
-        summary["sample_status"] = dict(Counter(s for r in records for s in r.get("sample_status", [])))
-    public_only = sum(bool(r.get("public_only")) for r in records)
+    summary["prediction_status"] = dict(Counter(r.status for r in records))
+    if any(r.sample_status for r in records):
+        summary["sample_status"] = dict(Counter(s for r in records for s in r.sample_status))
+    public_only = sum(r.public_only for r in records)
     if public_only:
         # Loud on purpose: selectors may have seen these very tests, so scores are optimistic.
         summary["graded_on_public_tests_only"] = public_only
-    errata = [r["problem_id"] for r in records if r.get("erratum")]
+    errata = [r.problem_id for r in records if r.erratum]
     if errata:
         summary["errata_problems"] = errata
     summary["ledger"] = ledger

@@ -1,24 +1,28 @@
 """TTRL's audit: what the label-free training did, judged against the sealed references, outside the method.
 
-Per problem: the base model's samples and greedy answer (before training; the base maj@k comes from these
-samples) and, for every training step that voted on it, TTRL's gold metrics (reference ttrl.md §7):
-`label_accuracy` (was the pseudo-label right), `reward_accuracy` (share of kept samples whose pseudo reward
-equals the true reward) and `ground_truth_ratio` (share of kept samples truly correct: the policy's accuracy
-at the training temperature). The summary sets before beside after with a paired bootstrap CI of the gain.
+Per problem: the base model's samples and greedy answer (before training; on math the base maj@k comes from
+these samples) and, for every training step that voted on it, TTRL's gold metrics (reference ttrl.md §7):
+`label_accuracy` (was the selected class right: its representative answer, or program, graded),
+`reward_accuracy` (share of kept samples whose reward equals the true reward) and `ground_truth_ratio`
+(share of kept samples truly correct: the policy's accuracy at the training temperature). Code programs are
+graded on the full evaluation suite in the sandbox, as the final grade is. The summary sets before beside
+after with a paired bootstrap CI of the gain.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from statistics import mean
 from typing import Any
 
 from testtime.benchmarks.base import Benchmark
 from testtime.benchmarks.metrics import bootstrap_ci, maj_at_k, powers_of_two_upto, vote_clusters
 from testtime.core.records import Reference
+from testtime.core.results import ResultRecord, TTRLAudit, TTRLRecord, TTRLStepAudit
 
 
-def audit_ttrl(benchmark: Benchmark, ttrl: dict[str, Any], reference: Reference) -> dict[str, Any]:
+def audit_ttrl(benchmark: Benchmark, ttrl: TTRLRecord, reference: Reference) -> TTRLAudit:
     verdicts: dict[str, bool] = {}
 
     def correct(answer: str | None) -> bool:
@@ -28,33 +32,33 @@ def audit_ttrl(benchmark: Benchmark, ttrl: dict[str, Any], reference: Reference)
             verdicts[answer] = benchmark.grade(answer, reference).correct
         return verdicts[answer]
 
-    before = ttrl.get("before", {})
-    answers = before.get("answers", [])
+    answers = list(ttrl.before.answers)
     sample_correct = [correct(a) for a in answers]
-    cluster_of, cluster_correct = vote_clusters(answers, sample_correct)
+    cluster_of: list[int] = []
+    cluster_correct: list[bool] = []
+    if benchmark.domain == "math":  # maj@k needs answer equivalence; programs have none
+        cluster_of, cluster_correct = vote_clusters(answers, sample_correct)
     steps = []
-    for vote in ttrl.get("votes", []):
-        kept = [correct(a) for a in vote["answers"]]
+    for vote in ttrl.votes:
+        kept = [correct(a) for a in vote.answers]
         steps.append(
-            {
-                "step": vote["step"],
-                "label_correct": correct(vote["label"]),
-                "reward_accuracy": mean(float(r) == float(c) for r, c in zip(vote["rewards"], kept, strict=True))
+            TTRLStepAudit(
+                step=vote.step,
+                label_correct=correct(vote.label),
+                reward_accuracy=mean(float(r) == float(c) for r, c in zip(vote.rewards, kept, strict=True))
                 if kept
                 else 0.0,
-                "ground_truth_ratio": mean(kept) if kept else 0.0,
-            }
+                ground_truth_ratio=mean(kept) if kept else 0.0,
+            )
         )
-    greedy = {key: correct(ttrl[key]) for key in ("greedy_after",) if key in ttrl}
-    if "greedy" in before:
-        greedy["greedy_before"] = correct(before["greedy"])
-    return {
-        "before_sample_correct": sample_correct,
-        "before_cluster_of": cluster_of,
-        "before_cluster_correct": cluster_correct,
-        **greedy,
-        "steps": steps,
-    }
+    return TTRLAudit(
+        before_sample_correct=tuple(sample_correct),
+        before_cluster_of=tuple(cluster_of),
+        before_cluster_correct=tuple(cluster_correct),
+        greedy_before=correct(ttrl.before.greedy) if ttrl.before.greedy is not None else None,
+        greedy_after=correct(ttrl.greedy_after) if ttrl.greedy_after is not None else None,
+        steps=tuple(steps),
+    )
 
 
 def _ci(values: list[float], seed: int) -> dict[str, float]:
@@ -62,38 +66,36 @@ def _ci(values: list[float], seed: int) -> dict[str, float]:
     return {"mean": mean(values) if values else 0.0, "ci_low": low, "ci_high": high}
 
 
-def summarize_ttrl(records: list[dict[str, Any]], seed: int = 0) -> dict[str, Any]:
-    audited = [r for r in records if r.get("ttrl_audit") and r.get("sample_correct")]
+def summarize_ttrl(records: Sequence[ResultRecord], seed: int = 0) -> dict[str, Any]:
+    audited = [(r, r.ttrl_audit) for r in records if r.ttrl_audit and r.sample_correct]
     if not audited:
         return {}
-    before = [mean(r["ttrl_audit"]["before_sample_correct"] or [0.0]) for r in audited]
-    after = [mean(r["sample_correct"]) for r in audited]
-    n_before = min(len(r["ttrl_audit"]["before_cluster_of"]) for r in audited)
+    before = [mean(a.before_sample_correct or (0.0,)) for _, a in audited]
+    after = [mean(r.sample_correct) for r, _ in audited]
     summary: dict[str, Any] = {
         "pass@1_before": _ci(before, seed),
         "pass@1_after": _ci(after, seed),
         "pass@1_gain": _ci([a - b for a, b in zip(after, before, strict=True)], seed),  # paired by problem
     }
+    n_before = min(len(a.before_cluster_of) for _, a in audited)
     if n_before:
         summary["maj@k_before"] = {
-            str(k): mean(
-                maj_at_k(r["ttrl_audit"]["before_cluster_of"], r["ttrl_audit"]["before_cluster_correct"], k, seed)
-                for r in audited
-            )
+            str(k): mean(maj_at_k(a.before_cluster_of, a.before_cluster_correct, k, seed) for _, a in audited)
             for k in powers_of_two_upto(n_before)
         }
     for key in ("greedy_before", "greedy_after"):
-        if all(key in r["ttrl_audit"] for r in audited):
-            summary[key] = mean(r["ttrl_audit"][key] for r in audited)
-    by_step: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    for r in audited:
-        for s in r["ttrl_audit"]["steps"]:
-            by_step[s["step"]].append(s)
+        values = [getattr(a, key) for _, a in audited]
+        if all(v is not None for v in values):
+            summary[key] = mean(values)
+    by_step: dict[int, list[TTRLStepAudit]] = defaultdict(list)
+    for _, a in audited:
+        for s in a.steps:
+            by_step[s.step].append(s)
     steps = sorted(by_step)
     summary["per_step"] = {
         "step": steps,
         **{
-            key: [mean(s[key] for s in by_step[t]) for t in steps]
+            key: [mean(getattr(s, key) for s in by_step[t]) for t in steps]
             for key in ("label_correct", "reward_accuracy", "ground_truth_ratio")
         },
     }

@@ -10,6 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from testtime.core.jsonl import repair_tail
+
 
 class RoundCheckpoints:
     def __init__(self, path: Path | None) -> None:
@@ -17,6 +19,7 @@ class RoundCheckpoints:
         self._last: dict[str, dict[str, Any]] = {}
         self._all: dict[str, list[dict[str, Any]]] = {}
         if path is not None and path.exists():
+            repair_tail(path)
             for line in path.read_text(encoding="utf-8").splitlines():
                 try:
                     entry = json.loads(line)
@@ -40,3 +43,17 @@ class RoundCheckpoints:
         if self.path is not None:
             with self.path.open("a", encoding="utf-8") as f:
                 f.write(json.dumps(entry, ensure_ascii=False) + "\n")
+
+    def forget(self, problem_id: str, from_round: int) -> None:
+        """Drop a problem's rounds from `from_round` on (a resume that asks again for failed samples redoes them)."""
+        kept = [e for e in self._all.get(problem_id, []) if e["round"] < from_round]
+        self._all[problem_id] = kept
+        if kept:
+            self._last[problem_id] = kept[-1]
+        else:
+            self._last.pop(problem_id, None)
+        if self.path is not None and self.path.exists():
+            entries = [e for pid in self._all for e in self._all[pid]]
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in entries), encoding="utf-8")
+            tmp.replace(self.path)

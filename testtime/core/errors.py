@@ -38,4 +38,4 @@ class BudgetExhausted(Exception):
 def first_error(exc: ValidationError) -> tuple[str, str]:
     """The first problem pydantic found, as (dotted field path, message): one line for the user."""
     first = exc.errors()[0]
-    return ".".join(str(p) for p in first["loc"]), first["msg"]
+    return ".".join(str(p) for p in first["loc"]), first["msg"].removeprefix("Value error, ")

@@ -14,6 +14,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from testtime.core.jsonl import repair_tail
+
 
 class LedgerEntry(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -94,12 +96,13 @@ class Ledger:
         self.totals = LedgerTotals()
         self._file = None
         if path is not None:
+            repair_tail(path)  # a line torn by a kill -9 mid-write: that call is re-made and re-logged
             if path.exists():
                 for line in path.read_text().splitlines():
                     try:
                         self.totals.add(LedgerEntry.model_validate_json(line))
                     except ValueError:
-                        continue  # a line torn by a kill -9 mid-write: that call is re-made and re-logged
+                        continue
             self._file = path.open("a", encoding="utf-8")
 
     def record(self, entry: LedgerEntry) -> None:

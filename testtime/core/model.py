@@ -23,5 +23,9 @@ class LanguageModel(ABC):
         """What config.json records to rebuild this model."""
         return {"name": self.name}
 
+    def secrets(self) -> list[str]:
+        """Values that must never appear in a recorded or printed error (the keys this backend sends)."""
+        return []
+
     async def aclose(self) -> None:  # noqa: B027 - optional hook; most backends hold nothing to release
         """Release engines, sessions, threads."""

@@ -17,6 +17,7 @@ from testtime.core.errors import BudgetExhausted, ModelError, TransientModelErro
 from testtime.core.ledger import Ledger, LedgerEntry
 from testtime.core.model import LanguageModel
 from testtime.core.records import Completion, Message, SamplingParams
+from testtime.core.secrets import environment_secrets, scrub
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,8 @@ class RolloutEngine:
         completion, attempts = await self._call(messages, params)
         if completion.error is None:
             self.cache.put(key, completion)
+        else:  # error texts may echo a key back (a 401 body does): never record or show one
+            completion = completion.model_copy(update={"error": scrub(completion.error, self._secrets())})
         entry.attempts = attempts
         entry.prompt_tokens = completion.usage.prompt_tokens
         entry.completion_tokens = completion.usage.completion_tokens
@@ -112,6 +115,9 @@ class RolloutEngine:
         entry.error = completion.error
         self.ledger.record(entry)
         return completion
+
+    def _secrets(self) -> list[str]:
+        return [*(self.model.secrets() if self.model is not None else []), *environment_secrets()]
 
     def _check_budget(self) -> None:
         """Refuse a new paid call once a budget is spent (calls already in flight still land in the ledger)."""
@@ -135,7 +141,10 @@ class RolloutEngine:
             except (TransientModelError, asyncio.TimeoutError) as exc:
                 retry_after = exc.retry_after if isinstance(exc, TransientModelError) else None
                 reason = "timeout" if isinstance(exc, asyncio.TimeoutError) else "error"
-                message = str(exc) or type(exc).__name__
+                if isinstance(exc, asyncio.TimeoutError):
+                    message = f"no answer within the request timeout of {policy.call_timeout_s:g} s"
+                else:
+                    message = str(exc) or type(exc).__name__
                 if attempt == policy.max_attempts:
                     return self._failed(message, reason, started, attempt), attempt
                 await asyncio.sleep(policy.delay(attempt, retry_after))

@@ -10,7 +10,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from testtime.core.errors import UserError
+from testtime.core.results import ResultRecord
 
 
 def default_run_path(base: Path, method: str, bench: str, model: str) -> Path:
@@ -54,28 +57,36 @@ class RunDir:
             raise UserError(f"{self.config_path} is not a JSON object")
         return config
 
-    def append_result(self, record: dict[str, Any]) -> None:
+    def append_result(self, record: ResultRecord) -> None:
         with self.results_path.open("a", encoding="utf-8") as f:
-            f.write(json.dumps(record, ensure_ascii=False) + "\n")
+            f.write(_line(record))
 
-    def read_results(self) -> list[dict[str, Any]]:
+    def read_results(self) -> list[ResultRecord]:
         """Finished problems. A last line torn by a kill -9 is dropped (that problem reruns from the cache)."""
         if not self.results_path.exists():
             return []
         results, lines = [], self.results_path.read_text(encoding="utf-8").splitlines()
         for number, line in enumerate(lines, 1):
             try:
-                results.append(json.loads(line))
+                results.append(ResultRecord.model_validate(json.loads(line)))
             except json.JSONDecodeError:
                 if number != len(lines):
                     raise UserError(f"{self.results_path}:{number} is not valid JSON") from None
+            except ValidationError as exc:
+                raise UserError(
+                    f"{self.results_path}:{number} is not a result record ({exc.errors()[0]['msg']})"
+                ) from None
         return results
 
-    def rewrite_results(self, records: list[dict[str, Any]]) -> None:
+    def rewrite_results(self, records: list[ResultRecord]) -> None:
         """Drop a torn tail before appending again, so the file stays one JSON object per line."""
         tmp = self.results_path.with_suffix(".tmp")
-        tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+        tmp.write_text("".join(_line(r) for r in records), encoding="utf-8")
         tmp.replace(self.results_path)
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         self.summary_path.write_text(json.dumps(summary, indent=2) + "\n")
+
+
+def _line(record: ResultRecord) -> str:
+    return json.dumps(record.model_dump(mode="json"), ensure_ascii=False) + "\n"

@@ -16,22 +16,27 @@ from testtime.core.rundir import RunDir
 from testtime.experiments.config import RunConfig
 from testtime.experiments.curves import Point, plot, run_points
 from testtime.experiments.run import execute, start_run
+from testtime.methods.rsa import RSAOptions
 
 
 def plan(
-    base: dict[str, Any], rounds: int, widths: list[int], majority_n: int, rsa: tuple[int, int, int] | None
+    base: dict[str, Any],
+    rounds: int,
+    widths: list[int],
+    majority_n: int,
+    rsa: dict[str, Any] | None,
+    trt_options: dict[str, Any] | None = None,
 ) -> dict[str, RunConfig]:
-    """Sub-run name → its configuration."""
+    """Sub-run name → its configuration. `rsa`: the RSA method's own options (its defaults where unset)."""
     runs = {
-        f"trt-K{k}": RunConfig(**base, method="trt", method_options={"rounds": str(rounds), "rollouts": str(k)})
+        f"trt-K{k}": RunConfig(
+            **base, method="trt", method_options={**(trt_options or {}), "rounds": str(rounds), "rollouts": str(k)}
+        )
         for k in widths
     }
     runs["majority"] = RunConfig(**base, method="majority", n=majority_n)
     if rsa is not None:
-        n, k, t = rsa
-        runs["rsa"] = RunConfig(
-            **base, method="rsa", method_options={"population": str(n), "aggregate": str(k), "steps": str(t)}
-        )
+        runs["rsa"] = RunConfig(**base, method="rsa", method_options=dict(rsa))
     return runs
 
 
@@ -41,7 +46,8 @@ def planned_calls(config: RunConfig, problems: int) -> int:
     if config.method == "trt":
         return problems * (1 + int(options["rounds"]) * (int(options["rollouts"]) + 1))
     if config.method == "rsa":
-        return problems * int(options["population"]) * int(options["steps"])
+        shape = RSAOptions.parse(options, "rsa")
+        return problems * shape.population * shape.steps
     return problems * (config.n or 1)
 
 
@@ -51,26 +57,48 @@ def depth_width(
     rounds: int,
     widths: list[int],
     majority_n: int,
-    rsa: tuple[int, int, int] | None,
+    rsa: dict[str, Any] | None,
+    trt_options: dict[str, Any] | None = None,
     progress: bool = True,
     log: Any = print,
 ) -> tuple[list[Point], list[Path]]:
+    """The grid. `base` may carry `max_cost` / `max_tokens_total`: one budget for the whole grid, each sub-run
+    given what the ones before it left (a grid that runs out stops cleanly and resumes with a larger one)."""
     if not widths or min(widths) < 1 or rounds < 1 or majority_n < 1:
         raise UserError("ablate needs rounds >= 1, widths >= 1 and --majority-n >= 1")
+    configs = plan(base, rounds, widths, majority_n, rsa, trt_options)
     out.mkdir(parents=True, exist_ok=True)
     points: list[Point] = []
-    for name, config in plan(base, rounds, widths, majority_n, rsa).items():
+    spent_cost, spent_tokens = 0.0, 0
+    for name, config in configs.items():
         path = out / name
         summary = path / "summary.json"
+        left = config.model_copy(
+            update={
+                "max_cost": None if config.max_cost is None else max(config.max_cost - spent_cost, 1e-9),
+                "max_tokens_total": None
+                if config.max_tokens_total is None
+                else max(config.max_tokens_total - spent_tokens, 1),
+            }
+        )
         if summary.exists() and json.loads(summary.read_text()).get("complete"):
             log(f"{name}: done, reusing {path}")
+            result = json.loads(summary.read_text())
         elif (path / "config.json").exists():
             log(f"{name}: resuming {path}")
-            execute(RunDir.open_existing(path), progress=progress)
+            run = RunDir.open_existing(path)
+            saved = run.read_config()
+            saved["run"].update(max_cost=left.max_cost, max_tokens_total=left.max_tokens_total)
+            run.write_config(saved)
+            result = execute(run, progress=progress)
         else:
             log(f"{name}: running")
-            run, parts = start_run(config, path)
-            execute(run, parts=parts, progress=progress)
+            run, parts = start_run(left, path)
+            result = execute(run, parts=parts, progress=progress)
+        spent_cost += result["ledger"].get("cost_usd", 0.0)
+        spent_tokens += result["ledger"].get("tokens", 0)
+        if result.get("stopped"):
+            raise UserError(f"the grid's budget ran out in {name} ({result['stopped']}); resume with a larger one")
         points += run_points(path)
     (out / "grid.json").write_text(json.dumps([p.model_dump() for p in points], indent=2) + "\n")
     header = "series,rollouts,tokens,accuracy,ci_low,ci_high,problems\n"

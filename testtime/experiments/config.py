@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from testtime.core.errors import UserError, first_error
+from testtime.core.records import SamplingParams
 
 _VERSIONED = ("testtime", "pydantic", "torch", "transformers", "litellm", "vllm", "trl", "math-verify", "sympy")
 
@@ -22,18 +23,29 @@ class RunConfig(BaseModel):
     n: int | None = Field(default=None, ge=1)
     limit: int | None = Field(default=None, ge=1)
     seed: int = 0
-    temperature: float = Field(default=0.7, ge=0.0)
-    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
-    max_tokens: int = Field(default=512, ge=1)
+    temperature: float | None = Field(default=None, ge=0.0)  # None: the default below, unless the method decides
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    max_tokens: int | None = Field(default=None, ge=1)
     concurrency: int = Field(default=16, ge=1)
     data_dir: str | None = None
     bench_options: dict[str, str] = {}
-    method_options: dict[str, str] = {}
+    method_options: dict[str, Any] = {}
     api_base: str | None = None
     api_key_env: str | None = None
     sandbox: str = "auto"
+    request_timeout: float = Field(default=600.0, gt=0)  # seconds per attempt; a reasoning call may take minutes
     max_cost: float | None = Field(default=None, gt=0)  # USD; stops cleanly, resumable with a larger budget
     max_tokens_total: int | None = Field(default=None, gt=0)
+
+    def sampling(self) -> SamplingParams:
+        """The sampling parameters a method starts from (`--temperature` and friends, else the defaults)."""
+        defaults = SamplingParams()
+        return SamplingParams(
+            temperature=defaults.temperature if self.temperature is None else self.temperature,
+            top_p=defaults.top_p if self.top_p is None else self.top_p,
+            max_tokens=defaults.max_tokens if self.max_tokens is None else self.max_tokens,
+            seed=self.seed,
+        )
 
     @classmethod
     def from_saved(cls, saved: dict[str, Any], source: str) -> RunConfig:
@@ -62,4 +74,26 @@ def parse_options(pairs: list[str], flag: str) -> dict[str, str]:
         if not sep or not key:
             raise UserError(f"{flag} expects KEY=VALUE, got '{pair}'")
         options[key.strip()] = value.strip()
+    return options
+
+
+def method_options(
+    method: str, flags: list[str], pairs: list[str], selector: str | None, selector_pairs: list[str]
+) -> dict[str, Any]:
+    """A method's options from its own flags, `--method-opt` pairs and `--selector`/`--selector-opt`."""
+    from testtime.experiments.flags import parse_flags
+    from testtime.methods import METHODS, load_methods
+
+    load_methods()
+    chosen = METHODS.get(method)
+    others = {name: METHODS.get(name).Options for name in METHODS.names() if name != method}  # type: ignore[attr-defined]
+    options: dict[str, Any] = {**parse_options(pairs, "--method-opt")}
+    options.update(parse_flags(flags, method, chosen.Options, others))  # type: ignore[attr-defined]
+    if selector is not None or selector_pairs:
+        if "selector" not in chosen.Options.model_fields:  # type: ignore[attr-defined]
+            raise UserError(f"--method {method} selects nothing: --selector and --selector-opt do not apply")
+        if selector is not None:
+            options["selector"] = selector
+        if selector_pairs:
+            options["selector_options"] = parse_options(selector_pairs, "--selector-opt")
     return options

@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from testtime.benchmarks.metrics import bootstrap_ci, maj_at_k, powers_of_two_upto
 from testtime.core.ledger import read_entries
+from testtime.core.results import ResultRecord
 from testtime.core.rundir import RunDir
 
 
@@ -42,7 +43,7 @@ def _point(series: str, rollouts: float, tokens: float, per_problem: list[float]
     )
 
 
-def _load(run: RunDir) -> tuple[dict[str, Any], list[dict[str, Any]], list[Any]]:
+def _load(run: RunDir) -> tuple[dict[str, Any], list[ResultRecord], list[Any]]:
     config = json.loads(run.config_path.read_text())
     records = run.read_results()
     paid = [e for e in read_entries(run.ledger_path) if e.kind == "model_call" and not e.cached]
@@ -53,42 +54,36 @@ def run_points(path: Path) -> list[Point]:
     config, records, paid = _load(RunDir(path))
     method, problems = config["run"]["method"], max(len(records), 1)
     if method == "majority":
-        n = min(len(r["candidates"]) for r in records)
+        n = min(len(r.candidates) for r in records)
         points = []
         for k in powers_of_two_upto(n):
             tokens = sum(e.prompt_tokens + e.completion_tokens for e in paid if e.sample_index < k) / problems
-            if "cluster_of" in records[0]:
-                accuracy = [maj_at_k(r["cluster_of"], r["cluster_correct"], k) for r in records]
+            if records[0].cluster_of is not None:
+                accuracy = [maj_at_k(r.cluster_of or (), r.cluster_correct or (), k) for r in records]
             elif k == n:
-                accuracy = [float(r["correct"]) for r in records]  # code: the selection was made at n only
+                accuracy = [float(r.correct) for r in records]  # code: the selection was made at n only
             else:
                 continue
             points.append(_point("majority", k, tokens, accuracy))
         return points
     if method in ("trt", "rsa"):
         label = _label(config)
-        depth = min(len(r["round_audit"]["accuracy"]) for r in records)
-        width = len(records[0]["details"]["rounds"][-1]["candidates"])
+        audits = [r.round_audit for r in records if r.round_audit]
+        depth = min(len(a.accuracy) for a in audits)
+        width = len(records[0].rounds[-1].candidates)
         points = []
         for t in range(depth):
             step = t + 1
             tokens = sum(e.prompt_tokens + e.completion_tokens for e in paid if (e.step or 0) <= step) / problems
-            points.append(
-                _point(label, width * step, tokens, [float(r["round_audit"]["accuracy"][t]) for r in records])
-            )
+            points.append(_point(label, width * step, tokens, [float(a.accuracy[t]) for a in audits]))
             if method == "rsa":
                 points.append(
-                    _point(
-                        f"{label} population mean",
-                        width * step,
-                        tokens,
-                        [r["round_audit"]["rollout_mean"][t] for r in records],
-                    )
+                    _point(f"{label} population mean", width * step, tokens, [a.rollout_mean[t] for a in audits])
                 )
         return points
-    accuracy = [float(r["correct"]) for r in records]
+    accuracy = [float(r.correct) for r in records]
     tokens = sum(e.prompt_tokens + e.completion_tokens for e in paid) / problems
-    return [_point(method, len(records[0]["candidates"]), tokens, accuracy)]
+    return [_point(method, len(records[0].candidates), tokens, accuracy)]
 
 
 def _label(config: dict[str, Any]) -> str:

@@ -19,6 +19,9 @@ from rich.table import Table
 
 from testtime.core.ledger import LedgerTotals
 
+TRUNCATION_WARNING = 0.1  # a share of samples cut at --max-tokens that a reader must be told about
+ERROR_WARNING = 0.05  # a share of failed samples that a reader must be told about
+EXIT_ALL_FAILED = 3  # `testtime run`'s exit status when no call succeeded: nothing was measured
 console = Console(stderr=True)  # progress and status
 results_console = Console()  # results: tables a user may pipe or redirect
 
@@ -90,6 +93,8 @@ def summary_table(summary: dict[str, Any], title: str) -> Table:
     for key, label in (("prediction_status", "predictions by status"), ("sample_status", "samples by status")):
         if summary.get(key):
             table.add_row(label, ", ".join(f"{k} {v}" for k, v in sorted(summary[key].items())))
+    if summary.get("grader"):
+        table.add_row("grader", summary["grader"])
     if summary.get("errata_problems"):
         table.add_row("on the upstream errata list", ", ".join(summary["errata_problems"]))
     ledger = summary.get("ledger", {})
@@ -106,6 +111,8 @@ def summary_table(summary: dict[str, Any], title: str) -> Table:
             )
     if "calls_per_problem" in summary:
         table.add_row("model calls per problem", f"{summary['calls_per_problem']:.1f}")
+    if summary.get("retried_problems"):
+        table.add_row("problems asked again (failed samples)", str(summary["retried_problems"]))
     if "wall_s" in summary:
         table.add_row("wall time", f"{summary['wall_s']:.1f} s")
     return table
@@ -131,6 +138,19 @@ def _ttrl_rows(table: Table, ttrl: dict[str, Any] | None) -> None:
 def warnings_for(summary: dict[str, Any]) -> list[str]:
     """Lines a reader must not miss under the table."""
     lines = []
+    if all_failed(summary):
+        lines.append(f"ERROR: every model call failed ({summary['ledger']['calls']} calls): {summary['first_error']}")
+    elif summary.get("error_rate", 0.0) > ERROR_WARNING:
+        lines.append(
+            f"WARNING: {summary['error_rate']:.0%} of samples are errors, graded wrong "
+            f"(e.g. {summary['first_error']}); `testtime run --resume DIR` asks again for every one of them"
+        )
+    truncated = summary.get("truncation_rate", 0.0)
+    if truncated > TRUNCATION_WARNING:
+        lines.append(
+            f"WARNING: {truncated:.0%} of samples stopped at --max-tokens before they finished: reasoning was cut "
+            "and answers lost. Raise --max-tokens (reasoning models need thousands)."
+        )
     if summary.get("graded_on_public_tests_only"):
         lines.append(
             f"WARNING: {summary['graded_on_public_tests_only']} problems were graded on their PUBLIC tests "
@@ -138,3 +158,9 @@ def warnings_for(summary: dict[str, Any]) -> list[str]:
             "are optimistic and not comparable with official LiveCodeBench numbers."
         )
     return lines
+
+
+def all_failed(summary: dict[str, Any]) -> bool:
+    """No call that reached a backend succeeded (and some did): the run measured nothing."""
+    ledger = summary.get("ledger", {})
+    return ledger.get("calls", 0) > 0 and ledger.get("errors", 0) == ledger.get("calls", 0) and "first_error" in summary

@@ -8,6 +8,7 @@ from typing import Any
 from testtime.benchmarks.base import Benchmark, read_jsonl
 from testtime.benchmarks.scoring import score, summarize
 from testtime.core.errors import UserError
+from testtime.core.results import ProblemResult, ResultRecord
 from testtime.experiments.config import RunConfig, parse_options
 from testtime.experiments.run import build_benchmark
 
@@ -42,14 +43,11 @@ def _grade(benchmark: Benchmark, bench: str, predictions: Path) -> dict[str, Any
         prediction = row.get("prediction")
         if prediction is not None and not isinstance(prediction, str):
             prediction = str(prediction)
-        records.append(
-            {
-                "problem_id": pid,
-                "prediction": prediction,
-                **score(benchmark, {"prediction": prediction}, references[pid]),
-            }
-        )
+        result = ProblemResult(problem_id=pid, prediction=prediction)
+        records.append(ResultRecord.of(result, score(benchmark, result, references[pid])))
     summary = summarize(records, {})
+    if benchmark.domain == "code":
+        summary["grader"] = benchmark.describe().get("grader", "lenient")
     return {
         "bench": bench,
         "n": len(records),
@@ -57,7 +55,6 @@ def _grade(benchmark: Benchmark, bench: str, predictions: Path) -> dict[str, Any
         "summary": summary,
         "missing": [p.id for p in problems if p.id not in seen],
         "per_problem": [
-            {"id": r["problem_id"], "correct": r["correct"], "answer": r["graded_answer"], "status": r["status"]}
-            for r in records
+            {"id": r.problem_id, "correct": r.correct, "answer": r.graded_answer, "status": r.status} for r in records
         ],
     }

@@ -9,45 +9,59 @@ correct, every flip, the strategy of the selected rollout there, and the tokens 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from statistics import mean
 from typing import Any
 
 from testtime.benchmarks.metrics import bootstrap_ci, maj_at_k
 from testtime.core.errors import UserError
-from testtime.core.ledger import read_entries
+from testtime.core.ledger import LedgerEntry, read_entries
+from testtime.core.results import ResultRecord
 from testtime.core.rundir import RunDir
 
 
-def _open(path: Path) -> dict[str, Any]:
+@dataclass
+class LoadedRun:
+    path: str
+    config: dict[str, Any]
+    summary: dict[str, Any]
+    records: list[ResultRecord]
+    ledger: list[LedgerEntry]  # paid calls only
+
+    def __getitem__(self, key: str) -> Any:
+        return getattr(self, key)
+
+
+def _open(path: Path) -> LoadedRun:
     run = RunDir.open_existing(path)
     if not run.summary_path.exists():
         raise UserError(f"{path} has no summary.json yet: finish it with testtime run --resume {path}")
-    return {
-        "path": str(path),
-        "config": run.read_config(),
-        "summary": json.loads(run.summary_path.read_text()),
-        "records": run.read_results(),
-        "ledger": [e for e in read_entries(run.ledger_path) if not e.cached],
-    }
+    return LoadedRun(
+        path=str(path),
+        config=run.read_config(),
+        summary=json.loads(run.summary_path.read_text()),
+        records=run.read_results(),
+        ledger=[e for e in read_entries(run.ledger_path) if not e.cached],
+    )
 
 
-def _rollouts(run: dict[str, Any]) -> int:
+def _rollouts(run: LoadedRun) -> int:
     summary = run["summary"]
     return summary.get("same_budget_majority_n") or run["config"]["run"].get("n") or 1
 
 
-def _baseline(run: dict[str, Any], majorities: list[dict[str, Any]]) -> dict[str, Any] | None:
+def _baseline(run: LoadedRun, majorities: list[LoadedRun]) -> dict[str, Any] | None:
     key = (run["config"]["run"]["bench"], run["config"]["run"]["model"])
     for majority in majorities:
         records = majority["records"]
         if (majority["config"]["run"]["bench"], majority["config"]["run"]["model"]) != key or not records:
             continue
-        if "cluster_of" not in records[0] or majority is run:
+        if records[0].cluster_of is None or majority is run:
             continue
-        n = min(len(r["candidates"]) for r in records)
+        n = min(len(r.candidates) for r in records)
         k = min(_rollouts(run), n)
-        per_problem = [maj_at_k(r["cluster_of"], r["cluster_correct"], k) for r in records]
+        per_problem = [maj_at_k(r.cluster_of or (), r.cluster_correct or (), k) for r in records]
         low, high = bootstrap_ci(per_problem)
         return {
             "run": majority["path"],
@@ -60,36 +74,36 @@ def _baseline(run: dict[str, Any], majorities: list[dict[str, Any]]) -> dict[str
     return None
 
 
-def _provenance(run: dict[str, Any]) -> list[dict[str, Any]]:
+def _provenance(run: LoadedRun) -> list[dict[str, Any]]:
     out = []
     for record in run["records"]:
-        audit = record.get("round_audit")
+        audit = record.round_audit
         if not audit:
             continue
-        rounds = record["details"]["rounds"]
         flips = [
             {"round": t + 1, "to": "correct" if now else "wrong"}
-            for t, (before, now) in enumerate(zip([False, *audit["accuracy"]], audit["accuracy"], strict=False))
+            for t, (before, now) in enumerate(zip([False, *audit.accuracy], audit.accuracy, strict=False))
             if before != now
         ]
-        first = next((t + 1 for t, ok in enumerate(audit["accuracy"]) if ok), None)
+        first = next((t + 1 for t, ok in enumerate(audit.accuracy) if ok), None)
         strategy = None
         if first is not None:
-            chosen = rounds[first - 1].get("selection", {}).get("index")
-            strategy = next((c.get("strategy") for c in rounds[first - 1]["candidates"] if c["index"] == chosen), None)
+            chosen_round = record.rounds[first - 1]
+            chosen = chosen_round.selection.index if chosen_round.selection else None
+            strategy = next((c.strategy for c in chosen_round.candidates if c.index == chosen), None)
         spent = (
             None
             if first is None
             else sum(
                 e.prompt_tokens + e.completion_tokens
                 for e in run["ledger"]
-                if e.problem_id == record["problem_id"] and (e.step or 0) <= first
+                if e.problem_id == record.problem_id and (e.step or 0) <= first
             )
         )
         out.append(
             {
-                "problem_id": record["problem_id"],
-                "correct": record["correct"],
+                "problem_id": record.problem_id,
+                "correct": record.correct,
                 "first_correct_round": first,
                 "flips": flips,
                 "strategy_at_first_correct": strategy,

@@ -20,12 +20,13 @@ from testtime.core.checkpoint import RoundCheckpoints
 from testtime.core.errors import BudgetExhausted, UserError
 from testtime.core.ledger import Ledger
 from testtime.core.model import LanguageModel
-from testtime.core.records import Problem, SamplingParams
-from testtime.core.rollout import RolloutEngine
+from testtime.core.records import Problem
+from testtime.core.results import ResultRecord
+from testtime.core.rollout import RetryPolicy, RolloutEngine
 from testtime.core.rundir import RunDir, default_run_path
 from testtime.experiments.config import RunConfig, versions
 from testtime.experiments.display import RunProgress
-from testtime.methods import METHODS, Method, MethodContext, load_methods
+from testtime.methods import METHODS, Method, MethodContext, PerProblem, load_methods
 from testtime.models import resolve_model
 from testtime.sandbox import Sandbox
 from testtime.sandbox.choose import CHOICES, open_sandbox
@@ -70,11 +71,16 @@ def build_parts(config: RunConfig, replay: bool = False) -> RunParts:
     """Everything a run needs, built before anything is written, so bad input leaves no trace."""
     benchmark, method = build_benchmark(config), build_method(config)
     method.check_model(config.model)
+    method.prepare(benchmark.domain, benchmark.name)  # its selector: a bad --selector or --selector-opt fails here
     problems, references = load_problems(benchmark, config.limit)
     model = None
     if not replay:
         model = resolve_model(
-            config.model, api_base=config.api_base, api_key_env=config.api_key_env, max_batch=config.concurrency
+            config.model,
+            api_base=config.api_base,
+            api_key_env=config.api_key_env,
+            max_batch=config.concurrency,
+            request_timeout_s=config.request_timeout,
         )
     sandbox = None
     if benchmark.needs_sandbox:
@@ -85,9 +91,19 @@ def build_parts(config: RunConfig, replay: bool = False) -> RunParts:
     return RunParts(benchmark, method, model, problems, references, sandbox)
 
 
+def check_run_flags(config: RunConfig, method: Method) -> None:
+    """A generic flag the method would ignore is a mistake, not a setting: say what to use instead."""
+    for flag in ("n", "temperature", "top_p", "max_tokens"):
+        if getattr(config, flag) is not None and flag not in method.run_flags:
+            hint = method.flag_hints.get(flag, "")
+            spelled = "--" + flag.replace("_", "-")
+            raise UserError(f"--method {method.name} does not use {spelled}" + (f": {hint}" if hint else ""))
+
+
 def start_run(config: RunConfig, out: Path | None, runs_root: Path = Path("runs")) -> tuple[RunDir, RunParts]:
     """Build everything that can fail on bad input first, then create the run directory and config.json."""
     parts = build_parts(config)
+    check_run_flags(config, parts.method)
     benchmark, method = parts.benchmark, parts.method
     run = RunDir.create(out or default_run_path(runs_root, config.method, config.bench, config.model))
     run.write_config(
@@ -102,17 +118,42 @@ def start_run(config: RunConfig, out: Path | None, runs_root: Path = Path("runs"
     return run, parts
 
 
+def _failed_round(record: ResultRecord) -> int | None:
+    """The first round (TRT, RSA) or 0 (single-shot methods) in which a sample of this result failed."""
+    failed = [r.round for r in record.rounds if any(c.error for c in r.candidates)]
+    if failed:
+        return min(failed)
+    return 0 if any(c.error for c in record.candidates) else None
+
+
 def execute(
-    run: RunDir, *, parts: RunParts | None = None, replay_of: RunDir | None = None, progress: bool = True
+    run: RunDir,
+    *,
+    parts: RunParts | None = None,
+    replay_of: RunDir | None = None,
+    progress: bool = True,
+    retry_errors: bool = True,
 ) -> dict[str, Any]:
-    """Solve every problem not yet in results.jsonl, grade as results arrive, write summary.json."""
+    """Solve every problem not yet in results.jsonl, grade as results arrive, write summary.json. With
+    `retry_errors` (a resume's default), problems with failed samples are solved again: every sample that
+    succeeded comes back from the cache, every failed one is asked for again (its attempts stay in the
+    ledger), multi-round methods restart at the first round that had a failure."""
     config = RunConfig.from_saved((replay_of or run).read_config(), str((replay_of or run).config_path))
     parts = parts or build_parts(config, replay=replay_of is not None)
     benchmark, method, model = parts.benchmark, parts.method, parts.model
     problems, references = parts.problems, parts.references
     done = run.read_results()
+    checkpoints = RoundCheckpoints(run.path / "rounds.jsonl")
+    retried = 0
+    if retry_errors and replay_of is None and isinstance(method, PerProblem):  # TTRL trains on the whole set
+        for record in list(done):
+            first = _failed_round(record)
+            if first is not None:
+                checkpoints.forget(record.problem_id, first)
+                done.remove(record)
+                retried += 1
     run.rewrite_results(done)
-    done_ids = {r["problem_id"] for r in done}
+    done_ids = {r.problem_id for r in done}
     todo = [p for p in problems if p.id not in done_ids]
     cache = CompletionCache((replay_of or run).cache_path)
     ledger = Ledger(run.ledger_path)
@@ -122,14 +163,13 @@ def execute(
         cache=cache,
         ledger=ledger,
         concurrency=config.concurrency,
+        retry=RetryPolicy(call_timeout_s=config.request_timeout),
         max_cost_usd=config.max_cost,
         max_tokens_total=config.max_tokens_total,
     )
-    params = SamplingParams(
-        temperature=config.temperature, top_p=config.top_p, max_tokens=config.max_tokens, seed=config.seed
-    )
+    params = config.sampling()
     ctx = MethodContext(
-        checkpoints=RoundCheckpoints(run.path / "rounds.jsonl"),
+        checkpoints=checkpoints,
         engine=engine,
         params=params,
         prompt=benchmark.prompt,
@@ -160,7 +200,10 @@ def execute(
         replay=replay_of is not None,
         complete=len(records) == len(problems),
         stopped=stopped,
+        retried_problems=retried,
     )
+    if benchmark.domain == "code":
+        summary["grader"] = benchmark.describe().get("grader", "lenient")
     run.write_summary(summary)
     return summary
 
@@ -178,10 +221,9 @@ async def _solve(
     refresher = asyncio.create_task(bar.refresh_forever())
     try:
         async for result in method.stream(todo, ctx):
-            record = result.model_dump(mode="json")
             # Grading may run programs in the sandbox: off the event loop, so sampling carries on meanwhile.
-            record.update(await asyncio.to_thread(score, benchmark, record, references[result.problem_id]))
-            run.append_result(record)
+            grading = await asyncio.to_thread(score, benchmark, result, references[result.problem_id])
+            run.append_result(ResultRecord.of(result, grading))
             bar.advance()
     finally:
         refresher.cancel()

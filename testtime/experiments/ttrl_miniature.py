@@ -68,9 +68,9 @@ def plot_curve(out: Path, summary: dict[str, Any]) -> Path:
     top.set_ylabel("accuracy (5-step rolling mean)")
     top.set_ylim(0, 1)
     top.legend(fontsize=8)
-    steps = [r["step"] for r in logged]
-    bottom.plot(steps, [r.get("majority_ratio", 0) for r in logged], label="majority ratio (label-free)")
-    bottom.plot(steps, [r.get("entropy", 0) for r in logged], label="token entropy (label-free)")
+    steps = [r.step for r in logged]
+    bottom.plot(steps, [r.majority_ratio or 0 for r in logged], label="majority ratio (label-free)")
+    bottom.plot(steps, [r.entropy or 0 for r in logged], label="token entropy (label-free)")
     bottom.set_xlabel("optimiser step")
     bottom.legend(fontsize=8)
     fig.suptitle("TTRL miniature: SmolLM2-135M on two-digit additions, no labels")

@@ -1,7 +1,12 @@
 """Methods, registered by name: `single`, `majority`, `trt`, `rsa`, `ttrl`.
 
-Contract: `run(problems, ctx) -> MethodResult`. A method sees `Problem`s and a `MethodContext`; neither
-can reach a `Reference` (architecture invariant 1). Methods never import `testtime.benchmarks`.
+Contract (the one the runner calls): `method.stream(problems, ctx)` yields one `ProblemResult` per problem
+as soon as it is ready. A method sees `Problem`s and a `MethodContext`; neither can reach a `Reference`
+(architecture invariant 1), and methods never import `testtime.benchmarks`. Methods that solve each problem
+on its own subclass `PerProblem` and write `solve`; TTRL, which trains on the whole set, writes `stream`.
+Each method declares its options as a pydantic model (`Options`, with its own flags) and the generic run
+flags it reads (`run_flags`); `prepare(domain)` builds what depends on the benchmark's domain (its selector)
+before any run directory exists.
 """
 
 from __future__ import annotations
@@ -12,17 +17,24 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import Field
 
 from testtime.core.answers import extract_answer
 from testtime.core.checkpoint import RoundCheckpoints
+from testtime.core.errors import UserError
+from testtime.core.options import Options, flag
 from testtime.core.programs import extract_program
-from testtime.core.records import Candidate, Completion, Message, Problem, SamplingParams, Selection
+from testtime.core.records import Candidate, Completion, Message, Problem, SamplingParams
 from testtime.core.registry import Registry
+from testtime.core.results import ProblemResult
 from testtime.core.rollout import RolloutEngine
 from testtime.sandbox import Sandbox
+from testtime.selectors import DEFAULTS, SelectionContext, Selector, build_selector
+
+SAMPLING_FLAGS = frozenset({"temperature", "top_p", "max_tokens"})
+SELECTOR_OPTION_NAMES = ("tie_policy", "test_inputs", "predicted_outputs", "timeout_s", "rule")
 
 
 @dataclass
@@ -42,24 +54,11 @@ class MethodContext:
         so no step replays another from the completion cache."""
         return self.params.model_copy(update={"seed": (self.seed * 1_000_003 + step * 1009 + slot) % 2**31})
 
-
-class ProblemResult(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    problem_id: str
-    prediction: str | None
-    candidates: list[Candidate] = []
-    selection: Selection | None = None
-    details: dict[str, Any] = {}
-
-
-class MethodResult(BaseModel):
-    results: list[ProblemResult]
-
-
-def option_flag(value: bool | str) -> bool:
-    """A boolean method option, given as a bool or as text from --method-opt KEY=VALUE."""
-    return value if isinstance(value, bool) else value.strip().lower() in ("1", "true", "yes", "on")
+    def selection(self, step: int | None = None, params: SamplingParams | None = None) -> SelectionContext:
+        """What a selector may use here: seed, engine (to write tests), sandbox; never a reference."""
+        return SelectionContext(
+            seed=self.seed, step=step, engine=self.engine, params=params or self.params, sandbox=self.sandbox
+        )
 
 
 def make_candidates(problem: Problem, completions: Sequence[Completion]) -> list[Candidate]:
@@ -78,22 +77,75 @@ def make_candidates(problem: Problem, completions: Sequence[Completion]) -> list
     ]
 
 
+class SelectorChoice(Options):
+    """The options every selecting method shares: which selector, and its options (`--selector`,
+    `--selector-opt KEY=VALUE`). None: the domain's default."""
+
+    selector: str | None = flag(None, "selector by name (default: majority on math, execution on code)")
+    selector_options: dict[str, Any] = Field(default_factory=dict, description="the selector's options")
+
+    @classmethod
+    def migrate(cls, values: dict[str, Any]) -> dict[str, Any]:
+        """Selector options given as method options (`--method-opt tie_policy=random`, and runs written
+        before selectors had options of their own) go to the selector."""
+        moved = {k: values.pop(k) for k in SELECTOR_OPTION_NAMES if k in values and k not in cls.model_fields}
+        if moved:
+            values["selector_options"] = {**moved, **dict(values.get("selector_options") or {})}
+        return values
+
+
 class Method(ABC):
-    name: str
+    name: ClassVar[str]
+    Options: ClassVar[type[Options]] = Options
+    run_flags: ClassVar[frozenset[str]] = SAMPLING_FLAGS  # generic `run` flags this method reads
+    flag_hints: ClassVar[dict[str, str]] = {}  # what to use instead of a generic flag it does not read
+    default_selectors: ClassVar[dict[str, str]] = DEFAULTS
+
+    def __init__(self, **options: Any) -> None:
+        self.options = self.Options.parse(options, self.name)
+        self.selector: Selector | None = None
+
+    def describe(self) -> dict[str, Any]:
+        described = {"name": self.name, **self.options.model_dump()}
+        if self.selector is not None:
+            described["selector"] = self.selector.describe()
+        return described
+
+    def check_model(self, model_spec: str) -> None:  # noqa: B027 - optional hook
+        """Refuse a model this method cannot use, before the run directory exists (UserError)."""
+
+    def prepare(self, domain: str, bench: str = "") -> None:
+        """Settle what depends on the benchmark (its domain's selector; a preset's values for this benchmark)
+        before any run directory exists. Direct callers may skip it: `selector_for` prepares on first use."""
+        if isinstance(self.options, SelectorChoice):
+            name = self.options.selector or self.default_selectors[domain]
+            self.selector = build_selector(name, self.options.selector_options)
+            if domain not in self.selector.domains:
+                serves = " and ".join(sorted(self.selector.domains))
+                raise UserError(f"selector {name} cannot choose among {domain} answers; it serves {serves} problems")
+
+    def selector_for(self, domain: str) -> Selector:
+        """The prepared selector (prepared now if a caller skipped `prepare`, as direct callers may)."""
+        if self.selector is None:
+            self.prepare(domain)
+        if self.selector is None:
+            raise TypeError(f"{self.name} does not select")
+        return self.selector
+
+    @abstractmethod
+    def stream(self, problems: Sequence[Problem], ctx: MethodContext) -> AsyncIterator[ProblemResult]:
+        """Solve the problems without labels, yielding each result as soon as it is ready."""
+
+
+class PerProblem(Method):
+    """A method that solves each problem on its own; problems run concurrently."""
 
     @abstractmethod
     async def solve(self, problem: Problem, ctx: MethodContext) -> ProblemResult:
         """Solve one problem without labels."""
 
-    def describe(self) -> dict[str, Any]:
-        return {"name": self.name}
-
-    def check_model(self, model_spec: str) -> None:  # noqa: B027 - optional hook
-        """Refuse a model this method cannot use, before the run directory exists (UserError)."""
-
     async def stream(self, problems: Sequence[Problem], ctx: MethodContext) -> AsyncIterator[ProblemResult]:
-        """Solve problems concurrently, yielding each result as soon as it is ready. The caller grades
-        outside the method, so nothing that can reach a reference is ever handed in."""
+        """The caller grades outside the method, so nothing that can reach a reference is ever handed in."""
         slots = asyncio.Semaphore(ctx.problem_concurrency)
 
         async def one(problem: Problem) -> ProblemResult:
@@ -107,9 +159,6 @@ class Method(ABC):
         finally:
             for task in tasks:
                 task.cancel()
-
-    async def run(self, problems: Sequence[Problem], ctx: MethodContext) -> MethodResult:
-        return MethodResult(results=[result async for result in self.stream(problems, ctx)])
 
 
 METHODS: Registry[Method] = Registry("method")

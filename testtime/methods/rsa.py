@@ -4,21 +4,23 @@ Step 1 samples a population of N answers. Each later step fills N slots: for eac
 population drawn uniformly without replacement (seeded) are shown to the model, which merges them into one
 improved solution; the N results replace the population (no elitism, no scoring). T counts the first step,
 so a problem costs N·T generations. Reported both ways: the population's mean accuracy (the paper's metric)
-and the accuracy of a label-free pick from the final population (vote for math, execution for code).
+and the accuracy of a label-free pick from the final population (the selector: vote for math, execution
+for code).
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
-from typing import Any
+from typing import ClassVar
 
-from testtime.core.errors import UserError
+from pydantic import model_validator
+
+from testtime.core.options import flag
 from testtime.core.records import Candidate, Message, Problem
-from testtime.methods import METHODS, Method, MethodContext, ProblemResult, make_candidates
-from testtime.methods.best_of import BestOf
+from testtime.core.results import ProblemResult, RoundCandidate, RoundRecord
+from testtime.methods import METHODS, MethodContext, PerProblem, SelectorChoice, make_candidates
 
-EXCERPT = 4000
 AGGREGATE = """### Candidate solutions (some may be wrong)
 {candidates}
 
@@ -30,38 +32,32 @@ ENDINGS = {
 }
 
 
+class RSAOptions(SelectorChoice):
+    population: int = flag(16, "population size N", ge=1)
+    aggregate: int = flag(4, "members merged per new solution K", ge=1)
+    steps: int = flag(10, "steps T, the first generation included (N·T calls per problem)", ge=1)
+    excerpt_chars: int | None = flag(
+        None,
+        "show the aggregator only each candidate's last N characters (default: full texts, as the reference)",
+        ge=1,
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> RSAOptions:
+        if self.aggregate > self.population:
+            raise ValueError("rsa needs aggregate <= population")
+        return self
+
+
 @METHODS.register("rsa", help="recursive self-aggregation: population N (16), aggregate K (4), steps T (10)")
-class RSA(Method):
+class RSA(PerProblem):
     name = "rsa"
-
-    def __init__(
-        self,
-        population: int | str = 16,
-        aggregate: int | str = 4,
-        steps: int | str = 10,
-        tie_policy: str = "earliest",
-        test_inputs: int | str = 10,
-        predicted_outputs: bool | str = False,
-    ) -> None:
-        try:
-            self.population, self.aggregate, self.steps = int(population), int(aggregate), int(steps)
-        except ValueError:
-            raise UserError("rsa: population, aggregate and steps must be integers") from None
-        if not 1 <= self.aggregate <= self.population or self.steps < 1:
-            raise UserError("rsa needs 1 <= aggregate <= population and steps >= 1")
-        self.best_of = BestOf(tie_policy, test_inputs, predicted_outputs)
-
-    def describe(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "population": self.population,
-            "aggregate": self.aggregate,
-            "steps": self.steps,
-            **self.best_of.describe(),
-        }
+    Options = RSAOptions
+    options: RSAOptions
+    flag_hints: ClassVar[dict[str, str]] = {"n": "its population is --method-opt population=N"}
 
     async def solve(self, problem: Problem, ctx: MethodContext) -> ProblemResult:
-        n = self.population
+        n = self.options.population
         saved = ctx.checkpoints.last(problem.id)
         if saved is None:
             completions = await ctx.engine.sample(
@@ -71,17 +67,18 @@ class RSA(Method):
             await self._checkpoint(problem, ctx, 1, population)
         else:
             population = [Candidate.model_validate(c) for c in saved["population"]]
-        for step in range(int(saved["round"]) + 1 if saved else 2, self.steps + 1):
+        for step in range(int(saved["round"]) + 1 if saved else 2, self.options.steps + 1):
             population = await self._aggregate(problem, ctx, step, population)
             await self._checkpoint(problem, ctx, step, population)
-        selection = await self.best_of.select(problem, population, ctx, step=self.steps)
-        records = [e["record"] for e in ctx.checkpoints.rounds(problem.id)]
+        selector = self.selector_for(problem.domain)
+        selection = await selector.select(problem, population, ctx.selection(step=self.options.steps))
+        rounds = tuple(RoundRecord.model_validate(e["record"]) for e in ctx.checkpoints.rounds(problem.id))
         return ProblemResult(
             problem_id=problem.id,
             prediction=selection.answer,
             candidates=population,
             selection=selection,
-            details={"rounds": records},
+            rounds=rounds,
         )
 
     async def _aggregate(
@@ -90,9 +87,12 @@ class RSA(Method):
         rng = random.Random(f"{ctx.seed}-{problem.id}-{step}")
         base = ctx.prompt(problem)
         requests = []
-        for slot in range(self.population):
-            picked = rng.sample(population, self.aggregate)
-            shown = "\n\n".join(f"#### Candidate {i + 1}\n{c.text[-EXCERPT:]}" for i, c in enumerate(picked))
+        for slot in range(self.options.population):
+            picked = rng.sample(population, self.options.aggregate)
+            cap = self.options.excerpt_chars
+            shown = "\n\n".join(
+                f"#### Candidate {i + 1}\n{c.text[-cap:] if cap else c.text}" for i, c in enumerate(picked)
+            )
             section = AGGREGATE.format(candidates=shown, ending=ENDINGS[problem.domain])
             messages = [*base[:-1], Message(role=base[-1].role, content=f"{base[-1].content}\n\n{section}")]
             requests.append(
@@ -102,7 +102,7 @@ class RSA(Method):
             )
         completions = [r[0] for r in await asyncio.gather(*requests)]
         return [
-            c.model_copy(update={"index": (step - 1) * self.population + i})
+            c.model_copy(update={"index": (step - 1) * self.options.population + i})
             for i, c in enumerate(make_candidates(problem, completions))
         ]
 
@@ -110,12 +110,17 @@ class RSA(Method):
         # Per step, a label-free pick for the audit's curve: the vote on math (cheap); code picks only at the end.
         selected = None
         if problem.domain == "math":
-            selected = (await self.best_of.select(problem, population, ctx)).answer
-        record = {
-            "round": step,
-            "selected_answer": selected,
-            "candidates": [{"index": c.index, "answer": c.answer, "tokens": c.completion_tokens} for c in population],
-        }
+            selected = (await self.selector_for(problem.domain).select(problem, population, ctx.selection())).answer
+        record = RoundRecord(
+            round=step,
+            selected_answer=selected,
+            candidates=tuple(
+                RoundCandidate(index=c.index, answer=c.answer, error=c.error, tokens=c.completion_tokens)
+                for c in population
+            ),
+        )
         ctx.checkpoints.append(
-            problem.id, step, {"population": [c.model_dump(mode="json") for c in population], "record": record}
+            problem.id,
+            step,
+            {"population": [c.model_dump(mode="json") for c in population], "record": record.model_dump(mode="json")},
         )

@@ -17,6 +17,7 @@ from typing import Any
 from testtime.core.errors import ModelError, TransientModelError, UserError
 from testtime.core.model import LanguageModel
 from testtime.core.records import Completion, Message, SamplingParams, Usage
+from testtime.core.secrets import environment_secrets
 from testtime.models import MODELS
 
 
@@ -55,7 +56,15 @@ class LiteLLMModel(LanguageModel):
         self._litellm = _import_litellm()
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "api_base": self.api_base, "api_key_env": self.api_key_env}
+        return {
+            "name": self.name,
+            "api_base": self.api_base,
+            "api_key_env": self.api_key_env,
+            "request_timeout_s": self.request_timeout_s,
+        }
+
+    def secrets(self) -> list[str]:
+        return environment_secrets([self.api_key_env])
 
     def _api_key(self) -> str | None:
         if self.api_key_env:

@@ -2,7 +2,9 @@
 
 It is a real HTTP server (stdlib, one thread per connection) so litellm, the OpenAI client, retries and
 timeouts are exercised for real. Faults are scripted per request number: `faults={1: 429, 2: 500, 3:
-"hang"}`. Answers come from `reply(messages) -> str` (default: box the last number of the last message).
+"hang"}`, or for every request (`fault=...`). `"echo401"` answers 401 with the request's key in the error
+message, as OpenAI's "Incorrect API key provided: ..." does. Answers come from `reply(messages) -> str`
+(default: box the last number of the last message).
 """
 
 from __future__ import annotations
@@ -30,10 +32,12 @@ class MockChatServer:
         latency_s: float = 0.0,
         faults: dict[int, int | str] | None = None,
         retry_after_s: float = 0.05,
+        fault: int | str | None = None,
     ) -> None:
         self.reply = reply
         self.latency_s = latency_s
         self.faults = dict(faults or {})
+        self.fault = fault
         self.retry_after_s = retry_after_s
         self.requests = 0
         self.completed = 0
@@ -81,9 +85,14 @@ class MockChatServer:
                 request = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
                 with server._lock:
                     server.requests += 1
-                    fault = server.faults.get(server.requests)
+                    fault = server.faults.get(server.requests, server.fault)
                 if fault == "hang":
                     time.sleep(3600)
+                    return
+                if fault == "echo401":
+                    key = self.headers.get("Authorization", "").removeprefix("Bearer ")
+                    message = f"Incorrect API key provided: {key}. You can find your API key at the dashboard."
+                    self._send(401, {"error": {"message": message, "type": "invalid_request_error"}})
                     return
                 if isinstance(fault, int):
                     headers = {"retry-after": str(server.retry_after_s)} if fault == 429 else {}

@@ -67,6 +67,9 @@ class Limits(BaseModel):
     memory_mb: int = 1024
     output_bytes: int = 1 << 20
     early_exit: bool = False  # stop at the first failing test (grading); selectors need run-all
+    # lenient: a fresh Solution per test, results compared as JSON (nested tuples are lists, keys strings),
+    # a non-zero SystemExit is a runtime error. official: LiveCodeBench's grader exactly (judge.py).
+    grader: Literal["lenient", "official"] = "lenient"
 
     def job_timeout_s(self, tests: int) -> float:
         """Wall-clock bound for a whole job before its worker is presumed stuck and replaced."""

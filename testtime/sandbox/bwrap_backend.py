@@ -41,6 +41,10 @@ def bwrap_command(python: str) -> list[str]:
         "--ro-bind",
         "/usr",
         "/usr",
+        # Debian resolves some libraries (numpy's BLAS) through /etc/alternatives symlinks: only those.
+        "--ro-bind-try",
+        "/etc/alternatives",
+        "/etc/alternatives",
         "--symlink",
         "usr/lib",
         "/lib",

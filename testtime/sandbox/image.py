@@ -1,7 +1,8 @@
 """`testtime sandbox build`: the sandbox image, from a registry's slim Python where one answers, else fully
 offline from Debian packages (debootstrap + `docker import`), as on CI and this project's dev boxes.
 
-Either way the image holds only a Python 3 interpreter; the harness travels as source with every worker.
+Either way the image holds a Python 3 interpreter and numpy (contest programs import it, and the official
+LiveCodeBench environment has it); the harness travels as source with every worker.
 """
 
 from __future__ import annotations
@@ -39,7 +40,9 @@ def build_image(tag: str = DEFAULT_IMAGE, source: str = "auto", log: Callable[[s
 
 
 def _from_registry(client: Any, tag: str, log: Callable[[str], None]) -> str:
-    dockerfile = f"FROM {REGISTRY_BASE}\nRUN useradd --uid 1000 --create-home sandbox\n"
+    dockerfile = (
+        f"FROM {REGISTRY_BASE}\nRUN pip install --no-cache-dir numpy && useradd --uid 1000 --create-home sandbox\n"
+    )
     client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True)
     log(f"built {tag} from {REGISTRY_BASE}")
     return tag
@@ -50,9 +53,16 @@ def _from_debian(client: Any, tag: str, log: Callable[[str], None]) -> str:
         raise SandboxError("building offline needs debootstrap: apt-get install debootstrap")
     with tempfile.TemporaryDirectory(prefix="testtime-rootfs-") as tmp:
         root = Path(tmp) / "rootfs"
-        log(f"debootstrap {DEBIAN_SUITE} (minbase + python3) from {DEBIAN_MIRROR} ... (about a minute)")
+        log(f"debootstrap {DEBIAN_SUITE} (minbase + python3, numpy) from {DEBIAN_MIRROR} ... (about a minute)")
         done = subprocess.run(
-            ["debootstrap", "--variant=minbase", "--include=python3", DEBIAN_SUITE, str(root), DEBIAN_MIRROR],
+            [
+                "debootstrap",
+                "--variant=minbase",
+                "--include=python3,python3-numpy",
+                DEBIAN_SUITE,
+                str(root),
+                DEBIAN_MIRROR,
+            ],
             capture_output=True,
             text=True,
         )

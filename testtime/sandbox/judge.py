@@ -4,8 +4,10 @@ Expected outputs never enter the sandbox (see the threat model in `testtime.sand
 each test's status, what the program printed or returned, and its time, and this module compares.
 
 Comparison follows the official LiveCodeBench grader: stdin tests compare stripped lines (equal count), each
-line exactly or as whitespace-split tokens with exact Decimal equality; functional tests compare the JSON
-value of the call's result with the expected JSON (tuples are lists).
+line exactly or as whitespace-split tokens with exact Decimal equality. Functional tests: `lenient` (the
+default) compares the JSON value of the call's result with the expected JSON, so nested tuples are lists
+and integer keys strings; `official` compares the returned value itself, a top-level tuple made a list and
+nothing else, with the expected JSON (`prediction == expected`, as `lcb_runner/evaluation/testing_util.py`).
 """
 
 from __future__ import annotations
@@ -46,25 +48,56 @@ def output_digest(text: str) -> str:
     return hashlib.sha256(normal.encode()).hexdigest()[:16]
 
 
-def matches(observed: str, test: TestCase) -> bool:
+class _Opaque:
+    """A returned value of a type JSON cannot hold: equal to nothing, as it is to any expected JSON value."""
+
+    def __eq__(self, other: object) -> bool:
+        return False
+
+    __hash__ = object.__hash__
+
+
+def decode_exact(value: Any) -> Any:
+    """The harness's exact encoding of a returned value (`harness_job.exact`) back to Python."""
+    if isinstance(value, list):
+        return [decode_exact(v) for v in value]
+    if not isinstance(value, dict) or len(value) != 1:
+        return value if not isinstance(value, dict) else _Opaque()
+    ((tag, body),) = value.items()
+    if tag == "~t":
+        return tuple(decode_exact(v) for v in body)
+    if tag == "~d":
+        return {decode_exact(k): decode_exact(v) for k, v in body}
+    if tag == "~s":
+        return frozenset(decode_exact(v) for v in body)
+    if tag == "~f":
+        return float(body)
+    return _Opaque()
+
+
+def matches(observed: str, test: TestCase, grader: str = "lenient") -> bool:
     """Whether a clean run's output (stdout, or the functional result's JSON) is what the test expects."""
     if test.output is None:
         return True  # an input without an expected output: it ran; selectors compare the outputs
     if test.testtype == "functional":
         try:
-            return bool(json.loads(observed) == json.loads(test.output))
-        except ValueError:
+            expected = json.loads(test.output)
+            if grader == "official":
+                prediction = decode_exact(json.loads(observed))
+                return bool((list(prediction) if isinstance(prediction, tuple) else prediction) == expected)
+            return bool(json.loads(observed) == expected)
+        except (ValueError, TypeError):
             return False
     return lines_match(observed, test.output)
 
 
-def judge(test: TestCase, raw: dict[str, Any], functional: bool) -> dict[str, Any]:
+def judge(test: TestCase, raw: dict[str, Any], functional: bool, grader: str = "lenient") -> dict[str, Any]:
     """One TestVerdict's fields from the harness's raw result for `test`."""
     status = raw["status"]
     observed = (raw.get("result") or "") if functional else raw.get("stdout", "")
     if status == "ok":
         returned = not functional or raw.get("result") is not None  # a SystemExit before the call returns nothing
-        verdict = "pass" if returned and matches(observed, test) else "wrong_answer"
+        verdict = "pass" if returned and matches(observed, test, grader) else "wrong_answer"
     else:
         verdict = "runtime_error" if status == "compile_error" else status
     return {

@@ -114,6 +114,7 @@ class PooledSandbox(Sandbox):
             "program": program,
             "func_name": func_name,
             "stream": limits.early_exit,
+            "grader": limits.grader,
             "limits": {
                 "timeout_s": limits.timeout_s,
                 "memory_mb": limits.memory_mb,
@@ -158,13 +159,13 @@ class PooledSandbox(Sandbox):
             if "harness_error" in message:
                 raise SandboxError(f"sandbox harness failed: {message['harness_error']}")
             if "test" in message and not stopped:  # streamed (early exit): stop at the first failure
-                verdicts.append(TestVerdict(**judge(tests[len(verdicts)], message["test"], functional)))
+                verdicts.append(TestVerdict(**judge(tests[len(verdicts)], message["test"], functional, limits.grader)))
                 if verdicts[-1].verdict != "pass":
                     worker.send({"stop": True})
                     stopped = True
             if message.get("done"):
                 for raw in message.get("tests", []):
-                    verdicts.append(TestVerdict(**judge(tests[len(verdicts)], raw, functional)))
+                    verdicts.append(TestVerdict(**judge(tests[len(verdicts)], raw, functional, limits.grader)))
                 return verdicts, not message.get("limit_hit")
 
     def close(self) -> None:

@@ -1,25 +1,79 @@
 """Label-free selectors, registered by name: they pick one candidate and say why.
 
-Contract: `select(problem, candidates, context) -> Selection`; `context` carries what a selector may use
-besides the candidates (a seed, a sandbox, earlier rounds) — never a reference.
+Contract: `await selector.select(problem, candidates, ctx) -> Selection`, with `ctx` a `SelectionContext`
+holding what a selector may use besides the candidates (a seed, the rollout engine to ask the model for
+tests, a sandbox, earlier rounds) — never a reference. Every selector puts each candidate in a class (or
+marks it abstained) and names the selected class, so a method can read a candidate's agreement with the
+choice off the Selection (TTRL's reward). Options are a pydantic model per selector, validated with
+one-line errors; `build_selector(name, options)` is how methods get one, so `--selector` and
+`--selector-opt` can swap them.
 """
 
 from __future__ import annotations
 
+import importlib
+import random
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
-from testtime.core.records import Candidate, Problem, Selection
+from testtime.core.options import Options
+from testtime.core.records import Candidate, Problem, SamplingParams
 from testtime.core.registry import Registry
+from testtime.core.rollout import RolloutEngine
+from testtime.core.selection import Selection
+from testtime.sandbox import Sandbox
+
+
+@dataclass
+class SelectionHistory:
+    """What earlier rounds established (TRT): rollouts behind each answer, rollouts that refuted each answer
+    (this round's included), and the incumbent."""
+
+    support: dict[str, int] = field(default_factory=dict)
+    refuted: dict[str, int] = field(default_factory=dict)
+    incumbent: str | None = None
+
+
+@dataclass
+class SelectionContext:
+    seed: int = 0
+    step: int | None = None  # the round or step the selection belongs to (ledger lines carry it)
+    engine: RolloutEngine | None = None  # to ask the model (the execution selector's test inputs)
+    params: SamplingParams | None = None
+    sandbox: Sandbox | None = None
+    history: SelectionHistory | None = None
+    rng: random.Random | None = None  # a caller's own generator (TTRL's reward keeps one across steps)
+    inputs: Sequence[str] | None = None  # execution: test inputs written beforehand, instead of asking now
 
 
 class Selector(ABC):
-    name: str
+    name: ClassVar[str]
+    Options: ClassVar[type[Options]] = Options
+    domains: ClassVar[frozenset[str]] = frozenset({"math", "code"})  # the problems it can choose among
+
+    def __init__(self, **options: Any) -> None:
+        self.options = self.Options.parse(options, f"selector {self.name}")
 
     @abstractmethod
-    def select(self, problem: Problem, candidates: Sequence[Candidate], context: dict[str, Any]) -> Selection:
+    async def select(self, problem: Problem, candidates: Sequence[Candidate], ctx: SelectionContext) -> Selection:
         """Choose among candidates without labels."""
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, **self.options.model_dump()}
 
 
 SELECTORS: Registry[Selector] = Registry("selector")
+_MODULES = ("majority", "exclusivity", "execution")
+DEFAULTS = {"math": "majority", "code": "execution"}
+
+
+def load_selectors() -> None:
+    for module in _MODULES:
+        importlib.import_module(f"testtime.selectors.{module}")
+
+
+def build_selector(name: str, options: Mapping[str, Any] | None = None) -> Selector:
+    load_selectors()
+    return SELECTORS.create(name, **dict(options or {}))

@@ -1,17 +1,18 @@
 """`execution`: choose among candidate programs by running them, without labels.
 
 1. Tests: the problem's public examples (part of the statement, not labels), plus inputs the model writes
-   aimed at where candidates disagree (optionally with predicted outputs, weaker evidence).
-2. Every candidate runs on every test in the sandbox (run-all).
+   aimed at where candidates disagree (optionally with predicted outputs, weaker evidence), or inputs a
+   caller wrote beforehand (`ctx.inputs`: TTRL writes them once per problem, not once per step).
+2. Every distinct candidate program runs on every test in the sandbox (run-all).
 3. Generated tests are checked: duplicates are dropped before running; inputs that crash every candidate
    are invalid and dropped; tests on which all candidates behave the same cannot discriminate and are
    counted. Candidates are clustered by their behaviour on the remaining generated tests (CodeT/AlphaCode
-   style agreement).
+   style agreement); a candidate without code, or whose code does not compile, abstains (no class).
 4. Score, compared in order: public tests passed; agreement weight = cluster size × the share of kept
    generated tests the candidate ran cleanly (a crash where others ran is evidence of a bug); agreement with
    predicted outputs. Ties go to the earliest candidate and are reported. An empty suite never counts as a
    pass.
-The Selection carries the per-candidate, per-test report (TRT's reflection reads it).
+The Selection carries the per-candidate, per-test report (TRT's reflection reads it) and the sandbox time.
 """
 
 from __future__ import annotations
@@ -22,13 +23,31 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from pydantic import Field
+
 from testtime.core.ledger import LedgerEntry
-from testtime.core.records import Candidate, Message, Problem, SamplingParams, Selection, TestCase
+from testtime.core.options import Options, flag
+from testtime.core.records import Candidate, Message, Problem, TestCase
+from testtime.core.selection import (
+    CandidateRuns,
+    CandidateScore,
+    ExecutionCandidate,
+    ExecutionEvidence,
+    Selection,
+    SuiteStats,
+    TestRun,
+)
 from testtime.sandbox import ExecutionReport, Limits
 from testtime.sandbox.judge import output_digest
-from testtime.selectors import SELECTORS, Selector, prompts
+from testtime.selectors import SELECTORS, SelectionContext, Selector, prompts
 
 PROGRAM_PREVIEW = 1500
+
+
+class ExecutionOptions(Options):
+    test_inputs: int = flag(10, "inputs the model writes where candidates disagree", ge=0)
+    predicted_outputs: bool = flag(False, "also ask for expected outputs (agreement with them breaks ties)")
+    timeout_s: float = Field(2.0, gt=0, description="per-test time limit for the candidates")
 
 
 def parse_generated(text: str, with_outputs: bool) -> list[tuple[str, str | None]]:
@@ -57,142 +76,201 @@ def _as_text(value: Any) -> str:
 @SELECTORS.register("execution", help="run candidates on public + model-written tests in the sandbox; agreement")
 class ExecutionSelector(Selector):
     name = "execution"
+    Options = ExecutionOptions
+    options: ExecutionOptions
+    domains = frozenset({"code"})
 
-    def __init__(self, n_inputs: int = 10, predicted_outputs: bool = False, timeout_s: float = 2.0) -> None:
-        self.n_inputs = n_inputs
-        self.predicted_outputs = predicted_outputs
-        self.limits = Limits(timeout_s=timeout_s, early_exit=False)
+    @property
+    def limits(self) -> Limits:
+        return Limits(timeout_s=self.options.timeout_s, early_exit=False)
 
-    def select(self, problem: Problem, candidates: Sequence[Candidate], context: dict[str, Any]) -> Selection:
-        return asyncio.run(self.aselect(problem, candidates, context))
+    @property
+    def rule(self) -> str:
+        return f"execution(inputs={self.options.test_inputs}, predicted_outputs={self.options.predicted_outputs})"
 
-    async def aselect(self, problem: Problem, candidates: Sequence[Candidate], context: dict[str, Any]) -> Selection:
+    async def select(self, problem: Problem, candidates: Sequence[Candidate], ctx: SelectionContext) -> Selection:
         runnable = [c for c in candidates if c.answer]
-        rule = f"execution(inputs={self.n_inputs}, predicted_outputs={self.predicted_outputs})"
         if not runnable:
-            return Selection(index=None, answer=None, rule=rule, evidence={"reason": "no candidate has code"})
+            return self._nothing(candidates, "no candidate has code")
+        if ctx.sandbox is None:
+            raise ValueError("the execution selector needs a sandbox in its context")
         func_name = problem.metadata.get("func_name")
         testtype = "functional" if func_name else "stdin"
-        generated, suite = await self._generate(problem, runnable, context, func_name)
+        generated, suite = await self.write_inputs(problem, runnable, ctx)
         public = list(problem.public_tests)
         tests = public + [TestCase(input=i, output=None, testtype=testtype) for i, _ in generated]
-        sandbox = context["sandbox"]
         programs = list(dict.fromkeys(c.answer for c in runnable if c.answer))  # identical samples run once
-        runs = await asyncio.gather(*(sandbox.arun(p, tests, self.limits, func_name) for p in programs))
-        if "engine" in context:  # sandbox time is compute too: it goes in the same ledger as the model calls
+        runs = await asyncio.gather(*(ctx.sandbox.arun(p, tests, self.limits, func_name) for p in programs))
+        seconds = sum(report.seconds for report in runs)
+        if ctx.engine is not None:  # sandbox time is compute too: it goes in the same ledger as the model calls
             for report in runs:
-                context["engine"].ledger.record(
+                ctx.engine.ledger.record(
                     LedgerEntry(
                         kind="sandbox",
                         problem_id=problem.id,
                         purpose="selection",
                         seconds=report.seconds,
-                        step=context.get("step"),
+                        step=ctx.step,
                     )
                 )
         by_program: dict[str, ExecutionReport] = dict(zip(programs, runs, strict=True))
-        reports = [by_program[c.answer] for c in runnable if c.answer]
-        return self._choose(runnable, reports, len(public), generated, suite, rule)
+        reports = {c.index: by_program[c.answer] for c in runnable if c.answer}
+        selection = self._choose(candidates, reports, len(public), generated, suite)
+        return selection.model_copy(update={"sandbox_seconds": seconds})
 
-    async def _generate(
-        self, problem: Problem, runnable: Sequence[Candidate], context: dict[str, Any], func_name: str | None
-    ) -> tuple[list[tuple[str, str | None]], dict[str, int]]:
-        suite = {"requested": self.n_inputs, "parsed": 0, "duplicates": 0, "invalid": 0, "non_discriminating": 0}
-        if self.n_inputs <= 0 or len({c.answer for c in runnable}) < 2 or "engine" not in context:
-            return [], suite  # nothing to discriminate, or no model to ask
-        template = prompts.TEST_CASES if self.predicted_outputs else prompts.TEST_INPUTS
-        input_format = prompts.FUNCTIONAL_FORMAT.format(func_name=func_name) if func_name else prompts.STDIN_FORMAT
-        distinct = list(dict.fromkeys(c.answer for c in runnable if c.answer))[:4]
-        programs = "\n\n".join(f"```python\n{program[:PROGRAM_PREVIEW]}\n```" for program in distinct)
-        message = template.format(
-            statement=problem.statement, programs=programs, count=self.n_inputs, input_format=input_format
-        )
-        params: SamplingParams = context["params"]
-        [completion] = await context["engine"].sample(
-            [Message(role="user", content=message)],
-            1,
-            params,
-            problem_id=problem.id,
-            purpose="tests",
-            step=context.get("step"),
-        )
-        parsed = parse_generated(completion.text, self.predicted_outputs)
-        suite["parsed"] = len(parsed)
+    async def write_inputs(
+        self, problem: Problem, runnable: Sequence[Candidate], ctx: SelectionContext, ahead: bool = False
+    ) -> tuple[list[tuple[str, str | None]], SuiteStats]:
+        """Test inputs (with predicted outputs, if asked): the caller's, else the model's, deduplicated.
+        `ahead`: written for candidates still to come (TTRL), so asked for even if these few agree."""
+        n = self.options.test_inputs
+        alike = len({c.answer for c in runnable}) < 2 and not ahead
+        if ctx.inputs is not None:
+            parsed: list[tuple[str, str | None]] = [(i, None) for i in ctx.inputs]
+        elif n <= 0 or alike or ctx.engine is None or ctx.params is None:
+            return [], SuiteStats(requested=n)  # nothing to discriminate, or no model to ask
+        else:
+            func_name = problem.metadata.get("func_name")
+            template = prompts.TEST_CASES if self.options.predicted_outputs else prompts.TEST_INPUTS
+            input_format = prompts.FUNCTIONAL_FORMAT.format(func_name=func_name) if func_name else prompts.STDIN_FORMAT
+            distinct = list(dict.fromkeys(c.answer for c in runnable if c.answer))[:4]
+            programs = (
+                "\n\n".join(f"```python\n{program[:PROGRAM_PREVIEW]}\n```" for program in distinct) or "(none yet)"
+            )
+            message = template.format(
+                statement=problem.statement, programs=programs, count=n, input_format=input_format
+            )
+            [completion] = await ctx.engine.sample(
+                [Message(role="user", content=message)],
+                1,
+                ctx.params,
+                problem_id=problem.id,
+                purpose="tests",
+                step=ctx.step,
+            )
+            parsed = parse_generated(completion.text, self.options.predicted_outputs)
         unique: dict[str, str | None] = {}
+        duplicates = 0
         for test_input, output in parsed:
             if test_input in unique or any(test_input == t.input for t in problem.public_tests):
-                suite["duplicates"] += 1
+                duplicates += 1
             else:
                 unique[test_input] = output
-        return list(unique.items())[: self.n_inputs], suite
+        kept = list(unique.items()) if ctx.inputs is not None else list(unique.items())[:n]
+        return kept, SuiteStats(requested=n, parsed=len(parsed), duplicates=duplicates)
+
+    def _nothing(self, candidates: Sequence[Candidate], reason: str) -> Selection:
+        return Selection(
+            selector=self.name,
+            index=None,
+            answer=None,
+            rule=self.rule,
+            scores=tuple(CandidateScore(index=c.index, cluster=None) for c in candidates),
+            evidence=ExecutionEvidence(reason=reason),
+        )
 
     def _choose(
         self,
-        runnable: Sequence[Candidate],
-        reports: list[ExecutionReport],
+        candidates: Sequence[Candidate],
+        reports: dict[int, ExecutionReport],
         n_public: int,
         generated: list[tuple[str, str | None]],
-        suite: dict[str, int],
-        rule: str,
+        suite: SuiteStats,
     ) -> Selection:
-        behaviour = [[_behaviour(t.verdict, t.output_digest) for t in r.tests[n_public:]] for r in reports]
-        kept = []
+        compiled = [c for c in candidates if c.index in reports and not _compile_error(reports[c.index])]
+        if not compiled:
+            return self._nothing(candidates, "no candidate's code compiles")
+        behaviour = {
+            c.index: [_behaviour(t.verdict, t.output_digest) for t in reports[c.index].tests[n_public:]]
+            for c in compiled
+        }
+        kept, invalid, uniform = [], 0, 0
         for j in range(len(generated)):
-            column = [b[j] for b in behaviour]
+            column = [behaviour[c.index][j] for c in compiled]
             if all(not cell.startswith("ok:") for cell in column):
-                suite["invalid"] += 1  # crashes (or times out) on every candidate: a bad input, not evidence
+                invalid += 1  # crashes (or times out) on every candidate: a bad input, not evidence
             elif len(set(column)) == 1:
-                suite["non_discriminating"] += 1
+                uniform += 1
             else:
                 kept.append(j)
-        signatures = [tuple(b[j] for j in kept) for b in behaviour]
-        cluster_size = {s: signatures.count(s) for s in signatures}
+        signatures = {c.index: tuple(behaviour[c.index][j] for j in kept) for c in compiled}
+        classes = sorted(
+            set(signatures.values()), key=lambda s: (-list(signatures.values()).count(s), _first(s, signatures))
+        )
+        size = {s: list(signatures.values()).count(s) for s in classes}
         scored = []
-        for i, report in enumerate(reports):
-            public_passed = sum(t.verdict == "pass" for t in report.tests[:n_public])
-            clean = sum(behaviour[i][j].startswith("ok:") for j in kept) / len(kept) if kept else 1.0
+        for c in compiled:
+            tests = reports[c.index].tests
+            public_passed = sum(t.verdict == "pass" for t in tests[:n_public])
+            clean = sum(behaviour[c.index][j].startswith("ok:") for j in kept) / len(kept) if kept else 1.0
             predicted = sum(
                 1
                 for j in kept
                 if generated[j][1] is not None
-                and behaviour[i][j] == _behaviour("pass", output_digest(generated[j][1] or ""))
+                and behaviour[c.index][j] == _behaviour("pass", output_digest(generated[j][1] or ""))
             )
-            scored.append(((public_passed, round(cluster_size[signatures[i]] * clean, 6), predicted), i))
-        best_score = max(score for score, _ in scored)
-        winners = [i for score, i in scored if score == best_score]
-        chosen = runnable[winners[0]]
-        clusters = sorted(set(signatures), key=lambda s: -cluster_size[s])
+            scored.append(((public_passed, round(size[signatures[c.index]] * clean, 6), predicted), c))
+        best = max(score for score, _ in scored)
+        winners = [c for score, c in scored if score == best]
+        chosen = winners[0]
+        by_index = {c.index: score for score, c in scored}
         return Selection(
+            selector=self.name,
             index=chosen.index,
             answer=chosen.answer,
-            rule=rule,
-            cluster_sizes=tuple(cluster_size[s] for s in clusters),
-            majority_ratio=cluster_size[signatures[winners[0]]] / len(runnable),
-            tie=len(winners) > 1,
-            evidence={
-                "suite": {**suite, "public": n_public, "generated": len(generated), "kept": len(kept)},
-                "empty_suite": n_public + len(kept) == 0,
-                "tied_candidates": [runnable[i].index for i in winners],
-                "candidates": [
-                    {
-                        "index": runnable[i].index,
-                        "public_passed": score[0],
-                        "cluster_size": cluster_size[signatures[i]],
-                        "agreement_weight": score[1],
-                        "predicted_agreement": score[2],
+            rule=self.rule,
+            cluster=classes.index(signatures[chosen.index]),
+            cluster_sizes=tuple(size[s] for s in classes),
+            majority_ratio=size[signatures[chosen.index]] / len(candidates),
+            tie=len({signatures[c.index] for c in winners}) > 1,  # equals of one behaviour are no tie
+            scores=tuple(
+                CandidateScore(
+                    index=c.index,
+                    cluster=classes.index(signatures[c.index]) if c.index in signatures else None,
+                    score=by_index[c.index][1] if c.index in by_index else 0.0,
+                )
+                for c in candidates
+            ),
+            evidence=ExecutionEvidence(
+                suite=suite.model_copy(
+                    update={
+                        "invalid": invalid,
+                        "non_discriminating": uniform,
+                        "public": n_public,
+                        "generated": len(generated),
+                        "kept": len(kept),
                     }
-                    for score, i in scored
-                ],
-                "report": [
-                    {
-                        "index": c.index,
-                        "tests": [{"verdict": t.verdict, "error": t.error, "output": t.output[:200]} for t in r.tests],
-                    }
-                    for c, r in zip(runnable, reports, strict=True)
-                ],
-                "generated_inputs": [test_input[:200] for test_input, _ in generated],
-            },
+                ),
+                empty_suite=n_public + len(kept) == 0,
+                tied_candidates=tuple(c.index for c in winners),
+                candidates=tuple(
+                    ExecutionCandidate(
+                        index=c.index,
+                        public_passed=score[0],
+                        cluster_size=size[signatures[c.index]],
+                        agreement_weight=score[1],
+                        predicted_agreement=score[2],
+                    )
+                    for score, c in scored
+                ),
+                report=tuple(
+                    CandidateRuns(
+                        index=index,
+                        tests=tuple(TestRun(verdict=t.verdict, error=t.error, output=t.output[:200]) for t in r.tests),
+                    )
+                    for index, r in reports.items()
+                ),
+                generated_inputs=tuple(test_input[:200] for test_input, _ in generated),
+            ),
         )
+
+
+def _compile_error(report: ExecutionReport) -> bool:
+    return bool(report.tests) and report.tests[0].compile_error
+
+
+def _first(signature: tuple[str, ...], signatures: dict[int, tuple[str, ...]]) -> int:
+    return min(index for index, s in signatures.items() if s == signature)
 
 
 def _behaviour(verdict: str, digest: str) -> str:

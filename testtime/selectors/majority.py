@@ -1,41 +1,76 @@
-"""`majority`: equivalence-aware self-consistency. Largest cluster wins; ties follow an explicit, recorded
-policy (default `earliest`: the cluster whose first member came first); no-answer never wins."""
+"""`majority`: self-consistency. The largest class wins; ties follow an explicit, recorded policy (default
+`earliest`: the class whose first member came first); no answer never wins. Math answers form classes by
+the project's one equivalence relation; programs by their text (lines stripped)."""
 
 from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from typing import Any
+from typing import Literal
 
-from testtime.core.answers import TIE_POLICIES, majority_vote
-from testtime.core.errors import UserError
-from testtime.core.records import Candidate, Problem, Selection
-from testtime.selectors import SELECTORS, Selector
+from testtime.core.answers import majority_vote
+from testtime.core.options import Options, flag
+from testtime.core.records import Candidate, Problem
+from testtime.core.selection import CandidateScore, Selection, VoteEvidence
+from testtime.selectors import SELECTORS, SelectionContext, Selector
 
 
-@SELECTORS.register("majority", help="largest cluster of equivalent answers; ties: earliest|random")
+class MajorityOptions(Options):
+    tie_policy: Literal["earliest", "random"] = flag("earliest", "a tie between classes of one size: earliest | random")
+
+
+def program_classes(programs: Sequence[str | None]) -> list[list[int]]:
+    """Indices of identical programs (lines stripped), in order of first appearance; no code is left out."""
+    by_text: dict[str, list[int]] = {}
+    for i, program in enumerate(programs):
+        if program is not None:
+            by_text.setdefault("\n".join(line.strip() for line in program.strip().splitlines()), []).append(i)
+    return list(by_text.values())
+
+
+@SELECTORS.register(
+    "majority", help="largest class of equivalent answers (programs: identical text); ties: earliest|random"
+)
 class MajoritySelector(Selector):
     name = "majority"
+    Options = MajorityOptions
+    options: MajorityOptions
 
-    def __init__(self, tie_policy: str = "earliest") -> None:
-        if tie_policy not in TIE_POLICIES:
-            raise UserError(f"unknown tie policy '{tie_policy}'; available: {', '.join(TIE_POLICIES)}")
-        self.tie_policy = tie_policy
-
-    def select(self, problem: Problem, candidates: Sequence[Candidate], context: dict[str, Any]) -> Selection:
-        rng = random.Random(f"{context.get('seed', 0)}-{problem.id}")
-        vote = majority_vote([c.answer for c in candidates], self.tie_policy, rng)
-        rule = f"majority(tie={self.tie_policy})"
+    async def select(self, problem: Problem, candidates: Sequence[Candidate], ctx: SelectionContext) -> Selection:
+        rng = ctx.rng or random.Random(f"{ctx.seed}-{problem.id}")
+        answers = [c.answer for c in candidates]
+        classes = program_classes(answers) if problem.domain == "code" else None
+        vote = majority_vote(answers, self.options.tie_policy, rng, classes)
+        rule = f"majority(tie={self.options.tie_policy})"
+        class_of = {i: cid for cid, members in enumerate(vote.clusters) for i in members}
+        scores = tuple(
+            CandidateScore(
+                index=c.index,
+                cluster=class_of.get(i),
+                score=float(len(vote.clusters[class_of[i]])) if i in class_of else 0.0,
+            )
+            for i, c in enumerate(candidates)
+        )
         if vote.winner is None:
-            return Selection(index=None, answer=None, rule=rule, evidence={"reason": "every candidate abstained"})
+            return Selection(
+                selector=self.name,
+                index=None,
+                answer=None,
+                rule=rule,
+                scores=scores,
+                evidence=VoteEvidence(reason="every candidate abstained"),
+            )
         chosen = candidates[vote.clusters[vote.winner][0]]
         return Selection(
+            selector=self.name,
             index=chosen.index,
             answer=vote.answer,
             rule=rule,
+            cluster=vote.winner,
             cluster_sizes=tuple(len(c) for c in vote.clusters),
             majority_ratio=vote.majority_ratio,
             margin=vote.margin,
             tie=vote.tie,
-            evidence={"clusters": [[candidates[i].index for i in c] for c in vote.clusters]},
+            scores=scores,
+            evidence=VoteEvidence(clusters=tuple(tuple(candidates[i].index for i in c) for c in vote.clusters)),
         )

@@ -5,15 +5,20 @@ from types import SimpleNamespace
 import pytest
 
 from testtime.core.ledger import Ledger
+from testtime.core.records import Problem
+from testtime.core.results import TTRLStep
 from testtime.methods.ttrl.monitor import CollapseAlarm, LabelHistory
-from testtime.methods.ttrl.reward import StepLog, VoteReward
+from testtime.methods.ttrl.reward import StepLog, VoteReward, read_steps
 from testtime.methods.ttrl.settings import TTRLSettings
+from testtime.selectors import SelectionContext, build_selector
+
+PROBLEMS = {pid: Problem(id=pid, domain="math", statement=f"question {pid}") for pid in ("p1", "p2")}
 
 
 def _reward(tmp_path, **overrides):
     settings = TTRLSettings.from_options({"preset": "cpu", "n_vote": 4, "n_train": 4, **overrides})
     log = StepLog(tmp_path / "steps.jsonl", Ledger(tmp_path / "ledger.jsonl"), "hf:test+ttrl")
-    return VoteReward(settings, log), log
+    return VoteReward(settings, log, PROBLEMS, build_selector("majority"), lambda _: SelectionContext()), log
 
 
 def _batch(groups):
@@ -38,8 +43,8 @@ def test_each_group_votes_on_its_own_and_rewards_agreement(tmp_path):
     )
     rewards = reward(**batch, trainer_state=SimpleNamespace(global_step=0), log_metric=print)
     assert rewards == [1.0, 1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0]
-    assert [v["label"] for v in log.pending] == ["3", "8"]
-    assert log.pending[0]["answers"] == ["3", "3", "4", None]
+    assert [v.label for v in log.pending] == ["3", "8"]
+    assert log.pending[0].answers == ("3", "3", "4", None)
     assert log.stats["majority_ratio"] == pytest.approx((0.5 + 0.75) / 2)
     assert log.stats["no_answer_rate"] == pytest.approx(0.125)
     assert log.ledger.totals.calls == 8  # every training rollout is a ledger line
@@ -48,9 +53,9 @@ def test_each_group_votes_on_its_own_and_rewards_agreement(tmp_path):
 def test_label_flips_are_tracked_across_steps(tmp_path):
     reward, log = _reward(tmp_path)
     reward(**_batch([("p1", ["\\boxed{3}"] * 3 + ["\\boxed{4}"])]), trainer_state=None)
-    assert log.pending[-1]["flipped"] is None  # first visit
+    assert log.pending[-1].flipped is None  # first visit
     reward(**_batch([("p1", ["\\boxed{4}"] * 3 + ["\\boxed{3}"])]), trainer_state=None)
-    assert log.pending[-1]["flipped"] is True
+    assert log.pending[-1].flipped is True
     assert log.stats["label_flip_rate"] == 1.0
 
 
@@ -60,7 +65,7 @@ def test_extra_votes_decide_the_label_but_are_not_rewarded(tmp_path):
     reward.extra_votes = lambda prompts, k: [[("\\boxed{5}", 3)] * k for _ in prompts]
     rewards = reward(**_batch([("p1", ["\\boxed{5}", "\\boxed{6}"])]), trainer_state=None)
     assert rewards == [1.0, 0.0]
-    assert log.pending[0]["label"] == "5" and log.pending[0]["answers"] == ["5", "6"]
+    assert log.pending[0].label == "5" and log.pending[0].answers == ("5", "6")
     assert log.ledger.totals.calls == 6  # 2 rollouts and 4 extra votes
 
 
@@ -74,10 +79,10 @@ def test_a_group_that_mixes_prompts_is_refused(tmp_path):
 def test_resume_reloads_the_label_history(tmp_path):
     reward, log = _reward(tmp_path)
     reward(**_batch([("p1", ["\\boxed{3}"] * 4)]), trainer_state=None)
-    log.write({"step": 3, "votes": log.pending})
+    log.write(TTRLStep(step=3, votes=tuple(log.pending)))
     fresh = StepLog(tmp_path / "steps.jsonl", Ledger(None), "m")
     assert fresh.resume() == 3
-    assert fresh.history.flipped("p1", log.pending[0]["label_key"]) is False
+    assert fresh.history.flipped("p1", log.pending[0].label_key) is False
 
 
 def test_label_history_reports_first_visit_as_unknown():
@@ -104,3 +109,47 @@ def test_collapse_alarm_ignores_steps_without_the_signals():
     alarm = CollapseAlarm(window=1)
     assert alarm.update({"majority_ratio": 1.0}) is None
     assert alarm.history == []
+
+
+def test_a_skipped_vote_survives_the_step_log(tmp_path):
+    reward, log = _reward(tmp_path)
+    reward(**_batch([("p1", ["no answer"] * 4)]), trainer_state=None)
+    assert log.pending[0].label is None and log.pending[0].skipped == "all_abstain"
+    log.write(TTRLStep(step=1, votes=tuple(log.pending)))
+    [record] = read_steps(tmp_path / "steps.jsonl")
+    assert record.votes == tuple(log.pending)  # written without its empty fields, read back whole
+
+
+def test_extra_votes_are_drawn_with_the_trained_halfs_generation_config():
+    """Not with the model's defaults (transformers' top_k=50): TRL's own GenerationConfig, as its rollouts."""
+    torch = pytest.importorskip("torch")
+    from testtime.methods.ttrl.trl_backend import _sample_extra
+
+    seen = {}
+
+    class Tokenizer:
+        pad_token_id = 0
+
+        def apply_chat_template(self, messages, **_):
+            return {"input_ids": torch.tensor([[5, 6]])}
+
+        def decode(self, row, skip_special_tokens=True):
+            return "\\boxed{1}"
+
+    class Model:
+        device = "cpu"
+
+        def generate(self, ids, **kwargs):
+            seen.update(kwargs)
+            return torch.tensor([[5, 6, 7, 0]] * kwargs["num_return_sequences"])
+
+    generation = object()
+    trainer = SimpleNamespace(
+        processing_class=Tokenizer(),
+        model=Model(),
+        accelerator=SimpleNamespace(unwrap_model=lambda m: m),
+        generation_config=generation,
+    )
+    votes = _sample_extra(trainer, [[{"role": "user", "content": "q"}]], 3, config=None)
+    assert seen == {"num_return_sequences": 3, "generation_config": generation}
+    assert votes == [[("\\boxed{1}", 1)] * 3]  # one real token each (the padding is not counted)

@@ -35,9 +35,27 @@ def test_cpu_preset_then_explicit_options_on_top():
         ({"n_vote": "4", "n_train": "8"}, "cannot exceed n_vote"),
         ({"lr": "fast"}, "ttrl option lr"),
         ({"prompts_per_step": "3", "mini_batch_prompts": "2"}, "multiple of mini_batch_prompts"),
-        ({"colour": "blue"}, "ttrl option colour"),
+        ({"colour": "blue"}, "ttrl does not take option 'colour'"),
+        ({"n_votes": "8"}, "did you mean n_vote"),
     ],
 )
 def test_bad_options_are_user_errors(options, message):
     with pytest.raises(UserError, match=message):
         TTRLSettings.from_options(options)
+
+
+@pytest.mark.parametrize(
+    ("bench", "problems", "steps", "batch"),
+    [("aime24", 30, 240, 8), ("aime25", 30, 240, 8), ("amc23", 40, 150, 8), ("math500", 500, 150, 32)],
+)
+def test_paper_preset_follows_each_tasks_schedule(bench, problems, steps, batch):
+    s = TTRLSettings.from_options({}).for_benchmark(bench, set())
+    assert s.prompts_per_step == batch and s.rollout_steps(problems) == steps  # TTRL's scripts: 80/30/10 epochs
+    assert (s.n_vote, s.n_train) == (64, 32)
+
+
+def test_what_the_user_set_wins_over_the_tasks_schedule():
+    s = TTRLSettings.from_options({"epochs": "2"}).for_benchmark("aime24", {"epochs"})
+    assert s.epochs == 2 and s.prompts_per_step == 8
+    cpu = TTRLSettings.from_options({"preset": "cpu"}).for_benchmark("aime24", set())
+    assert cpu.epochs == 10 and cpu.steps == 12  # only the paper preset has per-task schedules

@@ -79,10 +79,37 @@ def test_two_steps_train_the_weights_and_resume_after_a_kill(tmp_path):
     assert ttrl["per_step"]["step"] == [1, 2]
     assert summary["ledger"]["train_steps"] == 2
     records = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
-    voted = [v for r in records for v in r["details"]["ttrl"]["votes"]]
+    voted = [v for r in records for v in r["ttrl"]["votes"]]
     assert len(voted) == 4 and all(len(v["answers"]) == 8 for v in voted)  # 2 steps × 2 prompts, 8 trained each
     purposes = [e.purpose for e in read_entries(run / "ledger.jsonl")]
     assert purposes.count("ttrl_vote") >= 4 * 4  # the extra votes are in the ledger too (a killed step's as well)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_two_steps_on_code_reward_programs_by_the_execution_selector(tmp_path, shared_data, open_sandbox_or_skip):
+    """`--method ttrl --bench lcb-v6` on the embedded model: the base model writes test inputs once, every step
+    runs the policy's programs in the sandbox, the reward is agreement with the selected behaviour class."""
+    run = tmp_path / "code"
+    args = ["run", "--method", "ttrl", "--preset", "cpu", "--bench", "lcb-v6", "--data-dir", str(shared_data)]
+    args += ["--limit", "2", "--steps", "2", "--n", "2", "--quiet", "--out", str(run)]
+    for option in ("prompts_per_step=2", "mini_batch_prompts=2", "n_vote=4", "n_train=2", "max_response=48"):
+        args += ["--method-opt", option]
+    done = subprocess.run([sys.executable, "-m", "testtime.cli", *args], capture_output=True, text=True, timeout=1700)
+    assert done.returncode == 0, done.stderr[-3000:]
+    entries = read_entries(run / "ledger.jsonl")
+    assert [e.step for e in entries if e.kind == "train_step"] == [1, 2]
+    assert any(e.kind == "sandbox" and e.purpose == "ttrl_reward" and e.seconds > 0 for e in entries)
+    assert any(e.purpose == "tests" and e.step == 0 for e in entries)  # the inputs, written once before training
+    steps = [json.loads(line) for line in (run / "ttrl" / "steps.jsonl").read_text().splitlines()]
+    assert [s["step"] for s in steps] == [1, 2]
+    assert all("distinct_classes" in s and "no_answer_rate" in s and "majority_ratio" in s for s in steps)
+    records = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
+    votes = [v for r in records for v in r["ttrl"]["votes"]]
+    assert len(votes) == 4 and all(len(v["answers"]) == 2 and len(v["rewards"]) == 2 for v in votes)
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["ttrl"]["per_step"]["step"] == [1, 2]  # audited against the tests, outside the method
+    assert summary["graded_on_public_tests_only"] == 2  # the development copy has no private tests
 
 
 @pytest.mark.slow

@@ -6,9 +6,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from testtime.core.records import Message, Problem
+from testtime.core.records import Message, Problem, TestCase
 from testtime.methods.ttrl.settings import TTRLSettings
 from testtime.methods.ttrl.vote import VotePolicy
+from testtime.selectors import SelectionContext, build_selector
 
 verl = pytest.importorskip("verl")  # installed in CI through the `verl` extra
 torch = pytest.importorskip("torch")
@@ -48,11 +49,21 @@ def _batch(responses: list[str], prompt_len: int = 3) -> DataProto:
     )
 
 
+MATH = Problem(id="m", domain="math", statement="")
+
+
+def _vote(data: DataProto, uids: list[str], problems=None, context=None) -> dict[str, float]:
+    problems = problems or [MATH] * len(uids)
+    selector = build_selector("execution" if problems[0].domain == "code" else "majority")
+    context = context or (lambda _: SelectionContext())
+    return apply_ttrl_vote(data, uids, problems, CharTokenizer(), VotePolicy(), selector, context)
+
+
 def test_vote_hook_rewards_each_uid_group_at_the_last_valid_token():
     responses = ["\\boxed{4}", "\\boxed{4}", "\\boxed{5}", "\\boxed{10}", "none", "\\boxed{10.0}"]
     uids = ["a", "a", "a", "b", "b", "b"]
     data = _batch(responses)
-    metrics = apply_ttrl_vote(data, uids, CharTokenizer(), VotePolicy())
+    metrics = _vote(data, uids)
     scores = data.batch["rm_scores"]
     assert scores.sum(dim=-1).tolist() == [1.0, 1.0, 0.0, 1.0, 0.0, 1.0]  # 10 and 10.0 are one answer
     for i, text in enumerate(responses):
@@ -65,15 +76,27 @@ def test_vote_hook_rewards_each_uid_group_at_the_last_valid_token():
 
 def test_vote_hook_groups_by_uid_not_by_position():
     data = _batch(["\\boxed{1}", "\\boxed{2}", "\\boxed{1}", "\\boxed{2}"])
-    apply_ttrl_vote(data, ["x", "y", "x", "y"], CharTokenizer(), VotePolicy())
+    _vote(data, ["x", "y", "x", "y"])
     assert data.batch["rm_scores"].sum(dim=-1).tolist() == [1.0, 1.0, 1.0, 1.0]
 
 
 def test_vote_hook_skips_an_all_abstain_group():
     data = _batch(["no", "answer"])
-    metrics = apply_ttrl_vote(data, ["a", "a"], CharTokenizer(), VotePolicy())
+    metrics = _vote(data, ["a", "a"])
     assert data.batch["rm_scores"].abs().sum() == 0
     assert metrics["ttrl/skipped_prompts"] == 1.0
+
+
+def test_vote_hook_runs_the_code_reward_from_the_rows_problems(open_sandbox_or_skip):
+    problem = Problem(
+        id="double", domain="code", statement="Print twice N.", public_tests=(TestCase(input="2", output="4"),)
+    )
+    programs = ["print(int(input()) * 2)", "print(int(input()) ** 2)", "n = int(input())\nprint(n + n)", "no code"]
+    data = _batch([f"```python\n{p}\n```" if "print" in p else p for p in programs])
+    context = lambda _: SelectionContext(sandbox=open_sandbox_or_skip, inputs=["3", "7"])  # noqa: E731
+    metrics = _vote(data, ["u"] * 4, [problem] * 4, context)
+    assert data.batch["rm_scores"].sum(dim=-1).tolist() == [1.0, 0.0, 1.0, 0.0]
+    assert metrics["ttrl/distinct_classes"] == 2.0 and metrics["ttrl/no_answer_rate"] == 0.25
 
 
 def test_trainer_hook_votes_what_the_rollout_manager_returns():
@@ -104,6 +127,7 @@ def test_parquet_rows_carry_no_label(tmp_path):
 
     table = pq.read_table(train).to_pylist()
     assert [r["extra_info"]["index"] for r in table] == ["p0", "p1", "p2"]
+    assert Problem.model_validate_json(table[1]["extra_info"]["problem"]) == problems[1]  # what the hook reads
     assert all(r["reward_model"]["ground_truth"] == "" for r in table)
     assert table[0]["prompt"] == [{"role": "user", "content": "What is 0 + 1?"}]
     assert pq.read_table(val).num_rows == 3
@@ -160,6 +184,7 @@ def test_cli_writes_data_config_and_launcher_and_reports_rejections(testtime_cli
     assert done.returncode == 0, done.stderr[-2000:]
     overrides = (out / "overrides.txt").read_text().splitlines()
     assert "actor_rollout_ref.rollout.n=32" in overrides and "trainer.n_gpus_per_node=8" in overrides
+    assert "verl cannot drop responses" in (out / "NOTES.txt").read_text() and "voted on 64" in done.stdout
     assert (out / "data" / "train.parquet").is_file() and "testtime.methods.ttrl.verl.trainer" in (
         out / "launch.sh"
     ).read_text()
@@ -168,3 +193,14 @@ def test_cli_writes_data_config_and_launcher_and_reports_rejections(testtime_cli
         "--method-opt", "prompts_per_step=1", timeout=300,
     )  # fmt: skip
     assert bad.returncode == 2 and "verl rejects this configuration" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_cli_uses_the_papers_schedule_for_aime(testtime_cli, tmp_path, shared_data):
+    out = tmp_path / "aime"
+    done = testtime_cli(
+        "ttrl", "verl", "--model", "/models/m", "--bench", "aime24", "--data-dir", str(shared_data), "--out", str(out),
+        timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    overrides = (out / "overrides.txt").read_text().splitlines()
+    assert "trainer.total_epochs=80" in overrides and "data.train_batch_size=8" in overrides

@@ -26,14 +26,18 @@ def _box_content(text: str, start: int) -> str | None:
     while i < len(text) and text[i] == " ":
         i += 1
     if i < len(text) and text[i] == "{":
-        depth = 0
-        for j in range(i, len(text)):
+        depth, j = 0, i
+        while j < len(text):
+            if text[j] == "\\":
+                j += 2  # `\{` and `\}` are literal braces in LaTeX: they neither open nor close the box
+                continue
             if text[j] == "{":
                 depth += 1
             elif text[j] == "}":
                 depth -= 1
                 if depth == 0:
                     return text[i + 1 : j]
+            j += 1
         return None
     if i > start:  # the `\boxed 5` form: one token after a space
         token = re.match(r"[^\s$]+", text[i:])

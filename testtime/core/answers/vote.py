@@ -53,16 +53,22 @@ class Vote:
 
 
 def majority_vote(
-    answers: Sequence[str | None], tie_policy: str = "earliest", rng: random.Random | None = None
+    answers: Sequence[str | None],
+    tie_policy: str = "earliest",
+    rng: random.Random | None = None,
+    clusters: Sequence[Sequence[int]] | None = None,
 ) -> Vote:
+    """The vote over `answers`; `clusters` (indices per class) replaces the equivalence relation where
+    another one applies (programs: identical text)."""
     if tie_policy not in TIE_POLICIES:
         raise ValueError(f"tie policy must be one of {TIE_POLICIES}, not {tie_policy!r}")
-    clusters = sorted(cluster_answers(answers), key=lambda c: (-len(c), c[0]))
-    if not clusters:
+    found = cluster_answers(answers) if clusters is None else [sorted(c) for c in clusters]
+    ranked = sorted(found, key=lambda c: (-len(c), c[0]))
+    if not ranked:
         return Vote([], None, None, 0.0, 0.0, False)
-    top = len(clusters[0])
-    tied = [i for i, c in enumerate(clusters) if len(c) == top]
+    top = len(ranked[0])
+    tied = [i for i, c in enumerate(ranked) if len(c) == top]
     winner = (rng or random.Random(0)).choice(tied) if tie_policy == "random" else tied[0]
-    runner_up = max((len(c) for i, c in enumerate(clusters) if i != winner), default=0)
+    runner_up = max((len(c) for i, c in enumerate(ranked) if i != winner), default=0)
     total = len(answers)
-    return Vote(clusters, winner, answers[clusters[winner][0]], top / total, (top - runner_up) / total, len(tied) > 1)
+    return Vote(ranked, winner, answers[ranked[winner][0]], top / total, (top - runner_up) / total, len(tied) > 1)

@@ -8,19 +8,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from testtime.core.results import Strategy
+
 FALLBACK_STRATEGIES = [
     ("direct computation", "work the problem out carefully step by step"),
     ("work backwards", "start from what the answer must satisfy and check candidates"),
     ("simplify first", "solve a smaller or special case, then generalise"),
     ("independent check", "solve it, then verify the result by a different method"),
 ]
-
-
-class Strategy(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    key_technique: str
-    what_to_try: str
 
 
 def _json_value(text: str, opener: str) -> Any:

@@ -22,12 +22,24 @@ What to try: {what_to_try}"""
 
 MATH_INCUMBENT = """### Earlier answer (may be wrong)
 An earlier attempt concluded: {answer}
-Solve the problem from scratch first. Then compare. If your answer differs, write a section starting with \
-"[Error Report]" that says "The answer cannot be {answer} because ..." with the concrete mistake; if you agree, \
-write "[Error Report] N/A"."""
-"""Math rounds ≥ 1: the incumbent's answer, and the refutation format mutual exclusivity reads."""
+Its summary:
+{summary}
 
-MATH_FORMAT = "Reason step by step and put your final answer within \\boxed{}."
+Solve the problem from scratch first; do not trust the earlier attempt. Then compare. If your answer differs, \
+write a section starting with "[Error Report]" that says "The answer cannot be {answer} because ..." with the \
+concrete mistake; if you agree, write "[Error Report] N/A"."""
+"""Math rounds ≥ 1: the incumbent's answer and summary (the reference's "Reference Solution"), and the
+refutation format the exclusivity selector reads."""
+
+MATH_SUMMARY = """End with a section starting with "[Summary]": a step-by-step summary of your solution, \
+including where it may have gone wrong; then give your final answer in \\boxed{}."""
+"""Every math round: the summary the next round is shown, as the reference asks for."""
+
+WRONG_ANSWERS = """### Wrong answers (refuted by earlier attempts, with their reasons; do not repeat one without a \
+new reason)
+{items}"""
+"""Math: the wrong-answer list, kept apart from the knowledge list."""
+
 
 REFLECT = """You are improving a solver by studying its attempts at one problem.
 

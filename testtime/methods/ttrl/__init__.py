@@ -1,14 +1,17 @@
 """`ttrl`: test-time reinforcement learning (arXiv 2504.16084) on the unlabeled problems themselves.
 
 The run: evaluate the base model (avg@k at T=0.6 / top-p 0.95, greedy; the base maj@k comes from the same
-samples), train with the vote reward (`vote.py`, TRL on one node: `trl_backend.py`; verl on a cluster:
-`verl/`), then evaluate the trained model by the same protocol. The method never sees a label: votes are
-written per problem under `details["ttrl"]["votes"]`, and the scorer audits them against the sealed
-references (label accuracy, reward accuracy, ground-truth ratio) outside the method.
+samples), train with the selection reward (`vote.py`: majority vote on math, execution-based behaviour
+classes on code; TRL on one node: `trl_backend.py`; verl on a cluster: `verl/`), then evaluate the trained
+model by the same protocol. The method never sees a label: votes are written per problem under
+`ProblemResult.ttrl`, and the scorer audits them against the sealed references (label accuracy, reward
+accuracy, ground-truth ratio) outside the method. On code, the base model writes each problem's test inputs
+once, before training (its eval samples are the candidates shown), and every step runs the policy's
+programs on the public examples plus those inputs in the sandbox.
 
 Options (flags or `--method-opt KEY=VALUE`, see `settings.py`): `--preset paper|cpu`, `--steps`, `--n-vote`,
-`--n-train`, `--lr`, and every field of `TTRLSettings`. Weights must be local: `--model hf:<folder|alias>`
-(or `vllm:<folder>` on a GPU, whose evaluation then runs on vLLM too).
+`--n-train`, `--lr`, `--selector`, and every field of `TTRLSettings`. Weights must be local: `--model
+hf:<folder|alias>` (or `vllm:<folder>` on a GPU, whose evaluation then runs on vLLM too).
 """
 
 from __future__ import annotations
@@ -16,16 +19,19 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from testtime.core.errors import UserError
 from testtime.core.records import Candidate, Problem, SamplingParams
+from testtime.core.results import ProblemResult, TTRLEvaluation, TTRLRecord, TTRLVote
 from testtime.core.rollout import RolloutEngine
-from testtime.methods import METHODS, Method, MethodContext, ProblemResult, make_candidates
+from testtime.methods import METHODS, Method, MethodContext, make_candidates
 from testtime.methods.ttrl.reward import read_steps
 from testtime.methods.ttrl.settings import TTRLSettings
 from testtime.methods.ttrl.trl_backend import require_trl, train_ttrl
 from testtime.models import resolve_model
+from testtime.selectors import SelectionContext
+from testtime.selectors.execution import ExecutionSelector
 
 LOCAL_PROVIDERS = ("hf", "vllm")
 
@@ -33,20 +39,30 @@ LOCAL_PROVIDERS = ("hf", "vllm")
 @METHODS.register("ttrl", help="test-time RL: vote a pseudo-label, GRPO on agreement (TRL); --preset paper|cpu")
 class TTRL(Method):
     name = "ttrl"
+    Options = TTRLSettings
+    run_flags = frozenset({"n"})  # it samples with its own settings (temperature, eval_temperature, max_response)
+    flag_hints: ClassVar[dict[str, str]] = {
+        "temperature": "it trains at --method-opt temperature=T and evaluates at --method-opt eval_temperature=T",
+        "top_p": "use --method-opt top_p=P (training) or eval_top_p=P (evaluation)",
+        "max_tokens": "use --method-opt max_response=N",
+    }
 
     def __init__(self, **options: Any) -> None:
-        self.settings = TTRLSettings.from_options(options)
+        self.options = self.settings = TTRLSettings.from_options(options)
+        self.given = set(options)
+        self.selector = None
         require_trl()
 
+    def prepare(self, domain: str, bench: str = "") -> None:
+        self.options = self.settings = self.settings.for_benchmark(bench, self.given)
+        super().prepare(domain, bench)
+
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "backend": "trl", **self.settings.model_dump()}
+        return {**super().describe(), "backend": "trl"}
 
     def check_model(self, model_spec: str) -> None:
         if model_spec.partition(":")[0] not in LOCAL_PROVIDERS:
             raise UserError("ttrl updates weights: it needs --model hf:<folder|alias> or vllm:<folder>")
-
-    async def solve(self, problem: Problem, ctx: MethodContext) -> ProblemResult:
-        raise UserError("ttrl trains on the whole problem set at once; it has no per-problem solve")
 
     async def stream(self, problems: Sequence[Problem], ctx: MethodContext) -> AsyncIterator[ProblemResult]:
         self.check_model(ctx.engine.model_name)
@@ -55,10 +71,16 @@ class TTRL(Method):
             raise UserError("ttrl cannot be replayed from the cache: it trains; use --resume")
         if ctx.workdir is None:
             raise UserError("ttrl needs a run directory for its checkpoints")
-        if any(p.domain != "math" for p in problems):
-            raise UserError("ttrl's vote needs answers that can be compared: use a math benchmark")
+        if not problems:
+            return
+        selector = self.selector_for(problems[0].domain)
         before = await self._evaluate(problems, ctx, ctx.engine, "eval_before")
+        inputs = await self._write_inputs(problems, ctx, before)
         await model.aclose()  # free the base weights before the trainer loads its own copy
+
+        def context(problem: Problem) -> SelectionContext:
+            return SelectionContext(seed=ctx.seed, sandbox=ctx.sandbox, inputs=inputs.get(problem.id))
+
         final = await asyncio.to_thread(
             train_ttrl,
             model.path,
@@ -68,6 +90,8 @@ class TTRL(Method):
             ctx.workdir,
             ctx.engine.ledger,
             ctx.engine.model_name,
+            selector,
+            context,
             ctx.seed,
         )
         trained = resolve_model(f"{provider}:{final}", max_batch=ctx.engine.concurrency)
@@ -90,17 +114,35 @@ class TTRL(Method):
                 problem_id=problem.id,
                 prediction=greedy.answer if greedy else None,
                 candidates=samples,
-                details={
-                    "ttrl": {
-                        "before": {
-                            "answers": [c.answer for c in base_samples],
-                            "greedy": base_greedy.answer if base_greedy else None,
-                        },
-                        "greedy_after": greedy.answer if greedy else None,
-                        "votes": votes.get(problem.id, []),
-                    }
-                },
+                ttrl=TTRLRecord(
+                    before=TTRLEvaluation(
+                        answers=tuple(c.answer for c in base_samples),
+                        greedy=base_greedy.answer if base_greedy else None,
+                    ),
+                    greedy_after=greedy.answer if greedy else None,
+                    votes=tuple(votes.get(problem.id, [])),
+                    test_inputs=tuple(inputs.get(problem.id, ())),
+                ),
             )
+
+    async def _write_inputs(
+        self,
+        problems: Sequence[Problem],
+        ctx: MethodContext,
+        before: dict[str, tuple[list[Candidate], Candidate | None]],
+    ) -> dict[str, list[str]]:
+        """Code: the base model writes each problem's test inputs once, shown its own evaluation samples;
+        every training step then runs the policy's programs on them (and on the public examples)."""
+        selector = self.selector
+        if not isinstance(selector, ExecutionSelector):
+            return {}
+
+        async def one(problem: Problem) -> tuple[str, list[str]]:
+            runnable = [c for c in before[problem.id][0] if c.answer]
+            written, _ = await selector.write_inputs(problem, runnable, ctx.selection(step=0), ahead=True)
+            return problem.id, [test_input for test_input, _ in written]
+
+        return dict(await asyncio.gather(*(one(p) for p in problems)))
 
     async def _evaluate(
         self, problems: Sequence[Problem], ctx: MethodContext, engine: RolloutEngine, purpose: str
@@ -124,11 +166,11 @@ class TTRL(Method):
         return dict(await asyncio.gather(*(one(p) for p in problems)))
 
 
-def _votes_by_problem(steps_path: Path) -> dict[str, list[dict[str, Any]]]:
+def _votes_by_problem(steps_path: Path) -> dict[str, list[TTRLVote]]:
     """Each problem's votes across training (step, label, kept answers, rewards), for the scorer's audit."""
-    by_problem: dict[str, dict[int, dict[str, Any]]] = {}
+    by_problem: dict[str, dict[int, TTRLVote]] = {}
     for record in read_steps(steps_path):
-        for vote in record.get("votes", []):
+        for vote in record.votes:
             # A step replayed after a resume overwrites its earlier record: one vote per problem and step.
-            by_problem.setdefault(vote["problem_id"], {})[record["step"]] = {"step": record["step"], **vote}
+            by_problem.setdefault(vote.problem_id, {})[record.step] = vote.model_copy(update={"step": record.step})
     return {pid: [steps[s] for s in sorted(steps)] for pid, steps in by_problem.items()}

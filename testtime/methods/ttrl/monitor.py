@@ -5,7 +5,7 @@ by the scorer from the vote records this module's callers write.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from statistics import mean
 from typing import Any
@@ -37,6 +37,7 @@ def vote_stats(votes: Sequence[PromptVote], flips: Sequence[bool | None]) -> dic
         "tie_rate": mean(v.tie for v in votes),
         "pseudo_reward": mean(r for v in votes for r in v.rewards) if any(v.rewards for v in votes) else 0.0,
         "label_flip_rate": mean(revisits) if revisits else 0.0,
+        "distinct_classes": mean(v.classes for v in votes),  # code: distinct behaviours
     }
 
 
@@ -52,7 +53,7 @@ class CollapseAlarm:
     length_fraction: float = 0.6
     history: list[dict[str, float]] = field(default_factory=list)
 
-    def update(self, stats: dict[str, Any]) -> str | None:
+    def update(self, stats: Mapping[str, Any]) -> str | None:
         needed = ("majority_ratio", "entropy", "mean_length")
         if any(stats.get(k) is None for k in needed):
             return None

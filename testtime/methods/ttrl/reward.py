@@ -1,27 +1,33 @@
 """TTRL's reward function for TRL's GRPOTrainer, and the per-step log it feeds.
 
 TRL calls a reward function once per generation batch with every completion of this process, each prompt's
-`num_generations` completions consecutive (reference ttrl.md §13), so the vote step runs there on groups of
-N_train. When N_vote > N_train the reward function samples the missing votes from the current policy, so the
-label is voted by N_vote answers while GRPO trains on N_train, as in TTRL. Every rollout and extra vote is
-one `model_call` line in the ledger.
+`num_generations` completions consecutive (reference ttrl.md §13), so the reward step (`vote.py`) runs
+there on groups of N_train. When N_vote > N_train the reward function samples the missing votes from the
+current policy, so the class is selected among N_vote samples while GRPO trains on N_train, as in TTRL.
+Every rollout and extra vote is one `model_call` line in the ledger, and the reward's sandbox time (code)
+one `sandbox` line.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from testtime.core.answers import extract_answer
+from pydantic import ValidationError
+
+from testtime.core.jsonl import repair_tail
 from testtime.core.ledger import Ledger, LedgerEntry
-from testtime.core.records import Message
+from testtime.core.records import Message, Problem
+from testtime.core.results import TTRLStep, TTRLVote
 from testtime.methods.ttrl.monitor import LabelHistory, vote_stats
 from testtime.methods.ttrl.settings import TTRLSettings
-from testtime.methods.ttrl.vote import PromptVote, VotePolicy, vote_step
+from testtime.methods.ttrl.vote import PromptVote, VotePolicy, vote
+from testtime.selectors import SelectionContext, Selector
 
 
 @dataclass
@@ -32,47 +38,60 @@ class StepLog:
     ledger: Ledger
     model_name: str
     history: LabelHistory = field(default_factory=LabelHistory)
-    pending: list[dict[str, Any]] = field(default_factory=list)
+    pending: list[TTRLVote] = field(default_factory=list)
     stats: dict[str, float] = field(default_factory=dict)
     rollout_tokens: int = 0
 
     def resume(self) -> int:
         """Reload label history from an earlier process; returns the last optimiser step written."""
+        repair_tail(self.path)
         last = 0
         for record in read_steps(self.path):
-            last = max(last, int(record.get("step", 0)))
-            for vote in record.get("votes", []):
-                self.history.last[vote["problem_id"]] = vote["label_key"]
+            last = max(last, record.step)
+            for vote_record in record.votes:
+                self.history.last[vote_record.problem_id] = vote_record.label_key
         return last
 
-    def write(self, record: dict[str, Any]) -> None:
+    def write(self, record: TTRLStep) -> None:
         with self.path.open("a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
+            f.write(record.model_dump_json(exclude_none=True) + "\n")
 
 
-def read_steps(path: Path) -> list[dict[str, Any]]:
+def read_steps(path: Path) -> list[TTRLStep]:
     """The records of a steps.jsonl (none if absent); a line torn by a kill is skipped."""
     records = []
     if path.exists():
         for line in path.read_text().splitlines():
             try:
-                records.append(json.loads(line))
-            except ValueError:
+                records.append(TTRLStep.model_validate(json.loads(line)))
+            except (ValueError, ValidationError):
                 continue
     return records
 
 
 class VoteReward:
-    """TRL reward function: vote each prompt's group (plus extra votes), reward agreement with the label."""
+    """TRL reward function: vote each prompt's group (plus extra votes), reward agreement with the selection."""
 
     __name__ = "ttrl_vote"
 
-    def __init__(self, settings: TTRLSettings, log: StepLog, seed: int = 0) -> None:
+    def __init__(
+        self,
+        settings: TTRLSettings,
+        log: StepLog,
+        problems: Mapping[str, Problem],
+        selector: Selector,
+        context: Callable[[Problem], SelectionContext],
+        seed: int = 0,
+    ) -> None:
         self.settings = settings
         self.policy = VotePolicy(
-            n_train=settings.n_train, tie_policy=settings.tie_policy, min_majority_ratio=settings.min_majority_ratio
+            n_train=settings.n_train,
+            downsample=settings.downsample,
+            min_majority_ratio=settings.min_majority_ratio,
+            require_public=settings.require_public,
         )
         self.log = log
+        self.problems, self.selector, self.context = problems, selector, context
         self.rng = random.Random(seed)
         # Set by the trainer when N_vote > N_train: k more (text, tokens) samples per prompt from the policy.
         self.extra_votes: Callable[[list[Any], int], list[list[tuple[str, int]]]] | None = None
@@ -98,39 +117,60 @@ class VoteReward:
         group_prompts = [prompts[start] for start in starts]
         extras = self.extra_votes(group_prompts, extra_needed) if extra_needed and self.extra_votes else []
         step = int(getattr(trainer_state, "global_step", 0)) + 1
+        texts = [
+            [_text(c) for c in completions[start : start + group]] + [t for t, _ in (extras[g] if extras else [])]
+            for g, start in enumerate(starts)
+        ]
+        votes = asyncio.run(self._votes([problem_id[start] for start in starts], texts))
         rewards: list[float] = []
-        votes: list[PromptVote] = []
         flips: list[bool | None] = []
-        for g, start in enumerate(starts):
-            texts = [_text(c) for c in completions[start : start + group]]
-            extra = extras[g] if extras else []
-            answers = [extract_answer(t) for t in texts] + [extract_answer(t) for t, _ in extra]
-            vote = vote_step(answers, self.policy, self.rng)
+        for g, (start, prompt_vote) in enumerate(zip(starts, votes, strict=True)):
             pid = problem_id[start]
-            flips.append(self.log.history.flipped(pid, vote.label_key))
-            votes.append(vote)
-            rewards.extend(vote.rewards)
+            flips.append(self.log.history.flipped(pid, prompt_vote.label_key))
+            rewards.extend(prompt_vote.rewards)
             self.log.pending.append(
-                {
-                    "problem_id": pid,
-                    "label": vote.label,
-                    "label_key": vote.label_key,
-                    "majority_ratio": vote.majority_ratio,
-                    "margin": vote.margin,
-                    "tie": vote.tie,
-                    "skipped": vote.skipped,
-                    "answers": [answers[i] for i in vote.kept],
-                    "rewards": vote.rewards,
-                    "flipped": flips[-1],
-                }
+                TTRLVote(
+                    problem_id=pid,
+                    label=prompt_vote.label,
+                    label_key=prompt_vote.label_key,
+                    majority_ratio=prompt_vote.majority_ratio,
+                    margin=prompt_vote.margin,
+                    tie=prompt_vote.tie,
+                    skipped=prompt_vote.skipped,
+                    answers=tuple(prompt_vote.answers[i] for i in prompt_vote.kept),
+                    rewards=tuple(prompt_vote.rewards),
+                    flipped=flips[-1],
+                    classes=prompt_vote.classes,
+                    no_answer_rate=prompt_vote.no_answer_rate,
+                )
             )
             prompt_tokens = self.count_prompt_tokens(_messages(prompts[start]))
             for i, ids in enumerate(completion_ids[start : start + group]):
                 self._ledger_rollout(pid, i, step, prompt_tokens, len(ids), "ttrl_rollout")
-            for i, (_, tokens) in enumerate(extra):
+            for i, (_, tokens) in enumerate(extras[g] if extras else []):
                 self._ledger_rollout(pid, group + i, step, prompt_tokens, tokens, "ttrl_vote")
+            if prompt_vote.sandbox_seconds:
+                self.log.ledger.record(
+                    LedgerEntry(
+                        kind="sandbox",
+                        problem_id=pid,
+                        purpose="ttrl_reward",
+                        seconds=prompt_vote.sandbox_seconds,
+                        step=step,
+                    )
+                )
         self.log.stats = vote_stats(votes, flips)
         return rewards
+
+    async def _votes(self, problem_ids: list[str], texts: list[list[str]]) -> list[PromptVote]:
+        return list(
+            await asyncio.gather(
+                *(
+                    vote(self.problems[pid], t, self.selector, self.context(self.problems[pid]), self.policy, self.rng)
+                    for pid, t in zip(problem_ids, texts, strict=True)
+                )
+            )
+        )
 
     def _ledger_rollout(self, pid: str, index: int, step: int, prompt_tokens: int, tokens: int, purpose: str) -> None:
         self.log.rollout_tokens += prompt_tokens + tokens

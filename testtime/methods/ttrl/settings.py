@@ -14,9 +14,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, model_validator
 
-from testtime.core.errors import UserError, first_error
+from testtime.core.errors import UserError
+from testtime.core.options import flag
+from testtime.methods import SelectorChoice
 
 PRESETS: dict[str, dict[str, Any]] = {
     "paper": {},
@@ -41,40 +43,54 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
-class TTRLSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+# The paper's per-task schedule (TTRL's scripts, reference ttrl.md §8): epochs over the set and prompts per
+# rollout step. Our amc23 has 40 problems where TTRL's AMC has 83, so its 30 epochs are 150 steps, not 300.
+PAPER_SCHEDULES: dict[str, dict[str, int]] = {
+    "aime24": {"epochs": 80, "prompts_per_step": 8},
+    "aime25": {"epochs": 80, "prompts_per_step": 8},
+    "amc23": {"epochs": 30, "prompts_per_step": 8},
+    "math500": {"epochs": 10, "prompts_per_step": 32},
+}
 
-    preset: Literal["paper", "cpu"] = "paper"
-    steps: int | None = Field(default=None, ge=1)  # rollout steps; None = epochs over the problem set
-    epochs: int = Field(default=10, ge=1)  # MATH-500's 10; the paper uses 80 on AIME, 30 on AMC
-    prompts_per_step: int = Field(default=8, ge=1)
-    mini_batch_prompts: int = Field(default=1, ge=1)  # prompts per optimiser step (verl ppo_mini_batch_size)
-    n_vote: int = Field(default=64, ge=1)
-    n_train: int = Field(default=32, ge=2)  # GRPO needs a group of at least two
-    lr: float = Field(default=5e-7, gt=0)
-    lr_scheduler: str = "cosine"
-    warmup_ratio: float = Field(default=0.03, ge=0, le=1)
-    weight_decay: float = Field(default=0.01, ge=0)
-    beta: float = Field(default=0.001, ge=0)  # KL to the reference policy; 0 loads no reference model
-    loss_type: str = "dapo"  # TRL's token-level mean, as verl's default loss_agg_mode=token-mean
-    max_response: int = Field(default=3072, ge=1)
-    temperature: float | None = Field(default=None, gt=0)  # None: 1.0 for *Math* models, else 0.6
-    top_p: float = Field(default=1.0, gt=0, le=1)
-    tie_policy: Literal["earliest", "random"] = "earliest"
-    downsample: Literal["first", "random"] = "first"
-    min_majority_ratio: float = Field(default=0.0, ge=0, le=1)
-    eval_samples: int = Field(default=16, ge=1)
-    eval_temperature: float = Field(default=0.6, gt=0)
-    eval_top_p: float = Field(default=0.95, gt=0, le=1)
-    eval_greedy: bool = True
-    save_steps: int = Field(default=20, ge=1)
-    collapse: Literal["warn", "stop", "off"] = "warn"
-    # Saves activation memory on big models; on a small CPU model it only costs time (and disables the
-    # KV cache during TRL's generation).
-    gradient_checkpointing: bool = True
-    lora: bool = False
-    lora_rank: int = Field(default=16, ge=1)
-    use_vllm: bool = False
+
+class TTRLSettings(SelectorChoice):
+    """The reward's selector (`--selector`, default majority on math, execution on code) and every knob."""
+
+    preset: Literal["paper", "cpu"] = flag(
+        "paper", "paper (the paper's recipe) | cpu (the 2-core miniature)", "--preset"
+    )
+    steps: int | None = flag(None, "rollout steps (default: epochs over the problems)", "--steps", ge=1)
+    epochs: int = Field(10, ge=1, description="epochs over the problems when --steps is not given")
+    prompts_per_step: int = Field(8, ge=1, description="prompts per rollout step (verl's train_batch_size)")
+    mini_batch_prompts: int = Field(1, ge=1, description="prompts per optimiser step (verl's ppo_mini_batch_size)")
+    n_vote: int = flag(64, "samples voted per prompt", "--n-vote", ge=1)
+    n_train: int = flag(32, "samples trained on per prompt (GRPO needs two)", "--n-train", ge=2)
+    lr: float = flag(5e-7, "learning rate", "--lr", gt=0)
+    lr_scheduler: str = Field("cosine", description="transformers' scheduler name")
+    warmup_ratio: float = Field(0.03, ge=0, le=1, description="warm-up as a share of all optimiser steps")
+    weight_decay: float = Field(0.01, ge=0, description="AdamW weight decay")
+    beta: float = Field(0.001, ge=0, description="KL to the reference policy; 0 loads no reference model")
+    loss_type: str = Field("dapo", description="TRL's token-level mean, as verl's loss_agg_mode=token-mean")
+    max_response: int = Field(3072, ge=1, description="new tokens per rollout and per evaluation sample")
+    temperature: float | None = Field(
+        None, gt=0, description="rollout temperature; None: 1.0 for *Math* models, else 0.6"
+    )
+    top_p: float = Field(1.0, gt=0, le=1, description="rollout top-p")
+    downsample: Literal["first", "random"] = Field("first", description="which N_train of the N_vote are trained on")
+    min_majority_ratio: float = Field(0.0, ge=0, le=1, description="skip a prompt whose selected class is smaller")
+    require_public: bool = Field(True, description="code: reward only programs that also pass the public examples")
+    eval_samples: int = Field(16, ge=1, description="evaluation samples per problem, before and after (--n)")
+    eval_temperature: float = Field(0.6, gt=0, description="evaluation temperature")
+    eval_top_p: float = Field(0.95, gt=0, le=1, description="evaluation top-p")
+    eval_greedy: bool = Field(True, description="also evaluate one greedy answer")
+    save_steps: int = Field(20, ge=1, description="optimiser steps between checkpoints")
+    collapse: Literal["warn", "stop", "off"] = Field("warn", description="what the collapse alarm does")
+    gradient_checkpointing: bool = Field(
+        True, description="saves activation memory on big models; on a small CPU model it only costs time"
+    )
+    lora: bool = Field(False, description="train LoRA adapters instead of all weights")
+    lora_rank: int = Field(16, ge=1, description="LoRA rank")
+    use_vllm: bool = Field(False, description="TRL's vLLM rollouts (colocated; needs vllm)")
 
     @model_validator(mode="after")
     def _check(self) -> TTRLSettings:
@@ -90,11 +106,14 @@ class TTRLSettings(BaseModel):
         preset = str(options.get("preset", "paper"))
         if preset not in PRESETS:
             raise UserError(f"ttrl: unknown preset '{preset}'; choose from {', '.join(PRESETS)}")
-        try:
-            return cls.model_validate({**PRESETS[preset], **options, "preset": preset})
-        except ValidationError as exc:
-            where, message = first_error(exc)
-            raise UserError(f"ttrl option {where}: {message}" if where else f"ttrl: {message}") from None
+        return cls.parse({**PRESETS[preset], **options, "preset": preset}, "ttrl")
+
+    def for_benchmark(self, bench: str, given: set[str]) -> TTRLSettings:
+        """The paper preset's schedule for this benchmark, where the user set none of its fields."""
+        if self.preset != "paper":
+            return self
+        schedule = {k: v for k, v in PAPER_SCHEDULES.get(bench, {}).items() if k not in given}
+        return self.model_validate({**self.model_dump(), **schedule}) if schedule else self
 
     def train_temperature(self, model_name: str) -> float:
         if self.temperature is not None:

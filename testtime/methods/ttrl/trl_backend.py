@@ -14,16 +14,18 @@ from __future__ import annotations
 import importlib.util
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from testtime.core.errors import UserError
 from testtime.core.ledger import Ledger, LedgerEntry
 from testtime.core.records import Problem
+from testtime.core.results import TTRLStep
 from testtime.methods.ttrl.monitor import CollapseAlarm
 from testtime.methods.ttrl.reward import StepLog, VoteReward, as_chat
 from testtime.methods.ttrl.settings import TTRLSettings
+from testtime.selectors import SelectionContext, Selector
 
 # TRL's per-step log keys, kept in steps.jsonl under shorter names.
 TRL_METRICS = {
@@ -75,7 +77,8 @@ def make_callback(settings: TTRLSettings, log: StepLog, parameters: int, started
             record.update({short: logs[key] for key, short in TRL_METRICS.items() if key in logs})
             record.update(log.stats)
             if log.pending:
-                record["votes"], log.pending = log.pending, []
+                record["votes"] = [v.model_copy(update={"step": state.global_step}) for v in log.pending]
+                log.pending = []
             # FLOPs: forward+backward on trained tokens (6N), plus forward passes for rollouts (2N) and, with
             # a KL term, the reference model (2N). An estimate, stated as one.
             flops = 6 * parameters * trained + 2 * parameters * log.rollout_tokens
@@ -97,7 +100,7 @@ def make_callback(settings: TTRLSettings, log: StepLog, parameters: int, started
                 if reason:
                     record["collapse_alarm"] = reason
                     control.should_training_stop = settings.collapse == "stop"
-            log.write(record)
+            log.write(TTRLStep.model_validate(record))
             self.clock = now
 
     return TTRLCallback()
@@ -111,9 +114,11 @@ def train_ttrl(
     workdir: Path,
     ledger: Ledger,
     model_name: str,
+    selector: Selector,
+    context: Callable[[Problem], SelectionContext],
     seed: int = 0,
 ) -> Path:
-    """Train with the vote reward until the configured steps (or a collapse stop); returns `ttrl/final`."""
+    """Train with the selection reward until the configured steps (or a collapse stop); returns `ttrl/final`."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
     from datasets import Dataset
@@ -160,7 +165,7 @@ def train_ttrl(
         disable_tqdm=False,
     )
     dataset = Dataset.from_list([{"prompt": as_chat(prompt(p)), "problem_id": p.id} for p in problems])
-    reward = VoteReward(settings, log, seed)
+    reward = VoteReward(settings, log, {p.id: p for p in problems}, selector, context, seed)
     peft_config = None
     if settings.lora:
         from peft import LoraConfig
@@ -192,29 +197,34 @@ def _encode_prompt(tokenizer: Any, messages: list[dict[str, str]]) -> Any:
 
 
 def _sample_extra(trainer: Any, prompts: list[Any], k: int, config: Any) -> list[list[tuple[str, int]]]:
-    """k more samples per prompt from the current policy, for votes only (never trained on)."""
+    """k more samples per prompt from the current policy, for votes only (never trained on), drawn with exactly
+    the sampling settings of the trained half: TRL's own generation config (temperature, top-p, top-k, min-p,
+    repetition penalty), never the model's defaults (transformers' top_k=50)."""
     import torch
 
     tokenizer = trainer.processing_class
     model = trainer.accelerator.unwrap_model(trainer.model)
+    generation = getattr(trainer, "generation_config", None)  # absent when TRL generates with vLLM
+    options: dict[str, Any] = (
+        {"generation_config": generation}
+        if generation is not None
+        else {
+            "do_sample": True,
+            "temperature": config.temperature,
+            "top_p": config.top_p,
+            "top_k": config.top_k,
+            "min_p": config.min_p,
+            "repetition_penalty": config.repetition_penalty,
+            "max_new_tokens": config.max_completion_length,
+            "pad_token_id": tokenizer.pad_token_id or tokenizer.eos_token_id,
+        }
+    )
     out: list[list[tuple[str, int]]] = []
     for messages in prompts:
         ids = _encode_prompt(tokenizer, messages).to(model.device)
         with torch.no_grad():
-            generated = model.generate(
-                ids,
-                do_sample=True,
-                temperature=config.temperature,
-                top_p=config.top_p,
-                max_new_tokens=config.max_completion_length,
-                num_return_sequences=k,
-                pad_token_id=tokenizer.pad_token_id or tokenizer.eos_token_id,
-            )
+            generated = model.generate(ids, num_return_sequences=k, **options)
         rows = generated[:, ids.shape[1] :]
-        out.append(
-            [
-                (tokenizer.decode(row, skip_special_tokens=True), int((row != tokenizer.pad_token_id).sum()))
-                for row in rows
-            ]
-        )
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        out.append([(tokenizer.decode(row, skip_special_tokens=True), int((row != pad).sum())) for row in rows])
     return out

@@ -1,24 +1,34 @@
-"""TTRL's vote step, backend-neutral: vote → pseudo-label → downsample → per-sample rewards.
+"""TTRL's reward step, backend-neutral: a selector picks a class among N_vote samples, and each of the N_train
+kept samples is rewarded by its agreement with that class. The TRL reward function and the verl hook both
+call `vote`; the selector is the one the other methods use (the selection core), chosen by the domain:
 
-TTRL is a label-rewrite step, not a reward that sees the group (reference ttrl.md §1): N_vote answers decide
-the label with the same equivalence relation grading uses (`core.answers.majority_vote`), then each of the
-N_train kept samples is rewarded 1 if it is in the winning cluster, else 0. The TRL and verl backends call
-this one function. Edge cases are explicit and recorded in the returned `PromptVote`:
+- math: `majority`, the largest class of equivalent answers under the relation grading uses (TTRL's
+  pseudo-label; reference ttrl.md §1). Reward 1 for a kept sample in that class.
+- code: `execution`, behaviour classes over the public examples plus model-written inputs, run in the
+  sandbox. Reward 1 for a kept sample in the selected class that also passes the public examples
+  (`require_public`, default on), else 0.
 
-- a sample with no answer abstains: it never votes, gets reward 0, and stays in the ratio's denominator;
+Edge cases are explicit and recorded in the returned `PromptVote`:
+- a sample with no answer (no code, code that does not compile) abstains: it never joins a class, gets
+  reward 0, and stays in the ratio's denominator;
 - a prompt where every sample abstains is skipped (all rewards 0: no gradient);
-- ties follow the majority selector's policy (`earliest` or seeded `random`) and are flagged;
-- `min_majority_ratio`: a prompt whose winner holds a smaller share is skipped rather than trained on.
+- ties follow the selector's policy (`earliest` or seeded `random`) and are flagged;
+- `min_majority_ratio`: a prompt whose selected class holds a smaller share is skipped.
+Nothing here reads a reference: public examples are part of the statement.
 """
 
 from __future__ import annotations
 
+import hashlib
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from testtime.core.answers import answer_key, majority_vote
-from testtime.core.answers.vote import TIE_POLICIES
+from testtime.core.answers import answer_key
+from testtime.core.records import Completion, Problem
+from testtime.core.selection import ExecutionEvidence, Selection
+from testtime.methods import make_candidates
+from testtime.selectors import SelectionContext, Selector
 
 DOWNSAMPLE = ("first", "random")
 
@@ -27,14 +37,12 @@ DOWNSAMPLE = ("first", "random")
 class VotePolicy:
     n_train: int | None = None  # samples kept for training; None = all N_vote
     downsample: str = "first"  # "first" N_train (TTRL v3) or a seeded "random" subset
-    tie_policy: str = "earliest"
     min_majority_ratio: float = 0.0
+    require_public: bool = True  # code: a sample must also pass the public examples to earn reward
 
     def __post_init__(self) -> None:
         if self.downsample not in DOWNSAMPLE:
             raise ValueError(f"downsample must be one of {DOWNSAMPLE}, not {self.downsample!r}")
-        if self.tie_policy not in TIE_POLICIES:
-            raise ValueError(f"tie policy must be one of {TIE_POLICIES}, not {self.tie_policy!r}")
         if not 0.0 <= self.min_majority_ratio <= 1.0:
             raise ValueError("min_majority_ratio must lie in [0, 1]")
         if self.n_train is not None and self.n_train < 1:
@@ -43,40 +51,92 @@ class VotePolicy:
 
 @dataclass(frozen=True)
 class PromptVote:
-    label: str | None  # a raw representative of the winning cluster (never a canonicalised form)
-    label_key: str | None  # its canonical key, for flip tracking and logs
-    majority_ratio: float  # winner size / N_vote, abstains included
+    label: str | None  # a raw member of the selected class (an answer, or a program)
+    label_key: str | None  # its canonical key (code: of its behaviour), for flip tracking and logs
+    majority_ratio: float  # selected class size / N_vote, abstains included
     margin: float
     no_answer_rate: float
     tie: bool
     skipped: str | None  # "all_abstain" | "below_min_ratio" | None
+    classes: int = 0  # distinct classes among the votes
     kept: list[int] = field(default_factory=list)  # indices into the voted samples, in training order
     rewards: list[float] = field(default_factory=list)  # one per kept sample
+    answers: list[str | None] = field(default_factory=list)  # every voted sample's answer or program
+    sandbox_seconds: float = 0.0
 
 
-def vote_step(answers: Sequence[str | None], policy: VotePolicy, rng: random.Random | None = None) -> PromptVote:
-    """Vote over all `answers` (one per sample, None = no answer) and reward the kept ones."""
-    if not answers:
-        raise ValueError("vote_step needs at least one sample")
+def keep(n_votes: int, policy: VotePolicy, rng: random.Random) -> list[int]:
+    n_train = min(policy.n_train or n_votes, n_votes)
+    return list(range(n_train)) if policy.downsample == "first" else sorted(rng.sample(range(n_votes), n_train))
+
+
+async def vote(
+    problem: Problem,
+    texts: Sequence[str],
+    selector: Selector,
+    ctx: SelectionContext,
+    policy: VotePolicy,
+    rng: random.Random | None = None,
+) -> PromptVote:
+    """Select over all `texts` (one per sample) and reward the kept ones by agreement with the selection."""
+    if not texts:
+        raise ValueError("a vote needs at least one sample")
     rng = rng or random.Random(0)
-    n_train = min(policy.n_train or len(answers), len(answers))
-    kept = list(range(n_train)) if policy.downsample == "first" else sorted(rng.sample(range(len(answers)), n_train))
-    vote = majority_vote(answers, policy.tie_policy, rng)
-    no_answer_rate = sum(a is None for a in answers) / len(answers)
+    kept = keep(len(texts), policy, rng)  # before the selection draws from rng, as the vote always did
+    candidates = make_candidates(problem, [Completion(text=t) for t in texts])
+    ctx.rng = rng
+    selection = await selector.select(problem, candidates, ctx)
+    return reward_from(selection, problem, kept, policy, [c.answer for c in candidates])
+
+
+def reward_from(
+    selection: Selection, problem: Problem, kept: list[int], policy: VotePolicy, answers: list[str | None]
+) -> PromptVote:
+    abstained = sum(selection.class_of(i) is None for i in range(len(answers)))
     skipped = None
-    if vote.winner is None:
+    if selection.cluster is None:
         skipped = "all_abstain"
-    elif vote.majority_ratio < policy.min_majority_ratio:
+    elif selection.majority_ratio < policy.min_majority_ratio:
         skipped = "below_min_ratio"
-    winners = set() if skipped or vote.winner is None else set(vote.clusters[vote.winner])
+
+    def earns(i: int) -> bool:
+        if skipped or not selection.in_selected_class(i):
+            return False
+        return problem.domain != "code" or not policy.require_public or passes_public(selection, i)
+
     return PromptVote(
-        label=vote.answer,
-        label_key=answer_key(vote.answer) if vote.answer is not None else None,
-        majority_ratio=vote.majority_ratio,
-        margin=vote.margin,
-        no_answer_rate=no_answer_rate,
-        tie=vote.tie,
+        label=selection.answer,
+        label_key=label_key(selection, problem),
+        majority_ratio=selection.majority_ratio,
+        margin=selection.margin,
+        no_answer_rate=abstained / len(answers),
+        tie=selection.tie,
         skipped=skipped,
+        classes=len({s.cluster for s in selection.scores if s.cluster is not None}),
         kept=kept,
-        rewards=[1.0 if i in winners else 0.0 for i in kept],
+        rewards=[1.0 if earns(i) else 0.0 for i in kept],
+        answers=answers,
+        sandbox_seconds=selection.sandbox_seconds,
     )
+
+
+def passes_public(selection: Selection, index: int) -> bool:
+    """Whether candidate `index` passed every public example the execution selector ran it on."""
+    evidence = selection.evidence
+    if not isinstance(evidence, ExecutionEvidence):
+        return True
+    row = next((c for c in evidence.candidates if c.index == index), None)
+    return row is not None and row.public_passed == evidence.suite.public
+
+
+def label_key(selection: Selection, problem: Problem) -> str | None:
+    """Math: the answer's canonical key. Code: a digest of the selected program's behaviour on the tests, so
+    another program that behaves the same is the same label."""
+    if selection.answer is None:
+        return None
+    evidence = selection.evidence
+    if problem.domain != "code" or not isinstance(evidence, ExecutionEvidence):
+        return answer_key(selection.answer)
+    row = next((r for r in evidence.report if r.index == selection.index), None)
+    behaviour = "|".join(f"{t.verdict}:{t.output}" for t in row.tests) if row else selection.answer
+    return hashlib.sha256(behaviour.encode()).hexdigest()[:16]

@@ -75,8 +75,11 @@ def ttrl_overrides(
         "trainer.default_local_dir": str(output_dir),
         "trainer.logger": "[console]",
         "trainer.project_name": "testtime-ttrl",
-        "+ttrl.tie_policy": settings.tie_policy,  # read by trainer.TTRLRayPPOTrainer
+        # read by trainer.TTRLRayPPOTrainer: the reward's selector and policy
+        "+ttrl.selector": settings.selector,
+        "+ttrl.tie_policy": settings.selector_options.get("tie_policy", "earliest"),
         "+ttrl.min_majority_ratio": settings.min_majority_ratio,
+        "+ttrl.require_public": settings.require_public,
         **PRESETS[preset],
         **(extra or {}),
     }

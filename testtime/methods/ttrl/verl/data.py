@@ -1,9 +1,10 @@
 """Problems as verl's RL parquet: one row per prompt, `reward_model.ground_truth` empty (sealed).
 
-Row schema (verl's `RLHFDataset`, TTRL's `preprocess.py`): `data_source`, `prompt` (chat messages), `ability`,
-`reward_model` {style, ground_truth}, `extra_info` {split, index}. TTRL trains on the test problems
-themselves, so train and validation files hold the same prompts; validation scores are not computed by verl
-(it has no labels): evaluate the exported model with `testtime run` instead.
+Row schema (verl's `RLHFDataset`, TTRL's `preprocess.py`): `data_source`, `prompt` (chat messages),
+`ability`, `reward_model` {style, ground_truth}, `extra_info` {split, index, problem}. `problem` is the
+`Problem` as JSON (statement and public examples: what a method may see), which the reward hook reads back.
+TTRL trains on the test problems themselves, so train and validation files hold the same prompts; validation
+scores are not computed by verl (it has no labels): evaluate the exported model with `testtime run` instead.
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ def verl_rows(problems: Sequence[Problem], prompt: Callable[[Problem], list[Mess
         {
             "data_source": source,
             "prompt": [{"role": m.role, "content": m.content} for m in prompt(p)],
-            "ability": "math",
+            "ability": p.domain,
             "reward_model": {"style": "rule", "ground_truth": ""},  # TTRL writes the voted label at run time
-            "extra_info": {"split": "test", "index": p.id},
+            "extra_info": {"split": "test", "index": p.id, "problem": p.model_dump_json()},
         }
         for p in problems
     ]

@@ -1,26 +1,37 @@
-"""The TTRL vote on verl's batch type: group responses by `uid`, vote, write rewards into `rm_scores`.
+"""The TTRL reward step on verl's batch type: group responses by `uid`, run the selection reward
+(`vote.vote`, the one TRL uses), write rewards into `rm_scores`.
 
 Called at the group barrier (all responses of the batch are back). The reward sits on each response's last
 valid token, as verl's reward managers place it. Per-sample extras (`ttrl_label`, `ttrl_majority_ratio`,
 `ttrl_pred`) are added as non-tensor columns and listed in `meta_info["reward_extra_keys"]`, so verl logs
-them beside its own metrics.
+them beside its own metrics. Each row's problem (its domain; for code its public examples) comes from the
+parquet's `extra_info`, never its ground truth.
 """
 
 from __future__ import annotations
 
+import asyncio
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from statistics import mean
 from typing import Any
 
-from testtime.core.answers import extract_answer
-from testtime.methods.ttrl.vote import VotePolicy, vote_step
+from testtime.core.records import Problem
+from testtime.methods.ttrl.vote import PromptVote, VotePolicy, vote
+from testtime.selectors import SelectionContext, Selector
 
 EXTRA_KEYS = ("ttrl_label", "ttrl_majority_ratio", "ttrl_pred")
 
 
 def apply_ttrl_vote(
-    data: Any, uids: Sequence[str], tokenizer: Any, policy: VotePolicy, rng: random.Random | None = None
+    data: Any,
+    uids: Sequence[str],
+    problems: Sequence[Problem],
+    tokenizer: Any,
+    policy: VotePolicy,
+    selector: Selector,
+    context: Callable[[Problem], SelectionContext] = lambda _: SelectionContext(),
+    rng: random.Random | None = None,
 ) -> dict[str, float]:
     """Vote within each uid group of the `DataProto` `data` (in place); returns label-free step metrics."""
     import numpy as np
@@ -29,36 +40,46 @@ def apply_ttrl_vote(
     responses = data.batch["responses"]
     prompt_len = data.batch["prompts"].shape[-1]
     lengths = data.batch["attention_mask"][:, prompt_len:].sum(dim=-1).tolist()
-    if len(uids) != len(responses):
-        raise ValueError(f"{len(uids)} uids for {len(responses)} responses")
-    answers = [
-        extract_answer(tokenizer.decode(responses[i][: lengths[i]], skip_special_tokens=True))
-        for i in range(len(responses))
-    ]
+    if not len(uids) == len(problems) == len(responses):
+        raise ValueError(f"{len(uids)} uids and {len(problems)} problems for {len(responses)} responses")
+    texts = [tokenizer.decode(responses[i][: lengths[i]], skip_special_tokens=True) for i in range(len(responses))]
     groups: dict[str, list[int]] = {}
     for i, uid in enumerate(uids):
         groups.setdefault(str(uid), []).append(i)
+    rng = rng or random.Random(0)
+
+    async def all_votes() -> list[PromptVote]:
+        return list(
+            await asyncio.gather(
+                *(
+                    vote(problems[m[0]], [texts[i] for i in m], selector, context(problems[m[0]]), policy, rng)
+                    for m in groups.values()
+                )
+            )
+        )
+
+    votes = asyncio.run(all_votes())
     scores = torch.zeros_like(responses, dtype=torch.float32)
     labels: list[str] = [""] * len(responses)
     ratios = [0.0] * len(responses)
-    votes = []
-    for members in groups.values():
-        vote = vote_step([answers[i] for i in members], policy, rng)
-        votes.append(vote)
-        for slot, reward in zip(vote.kept, vote.rewards, strict=True):
+    predictions = [""] * len(responses)
+    for members, prompt_vote in zip(groups.values(), votes, strict=True):
+        for slot, reward in zip(prompt_vote.kept, prompt_vote.rewards, strict=True):
             i = members[slot]
             if lengths[i] > 0:
                 scores[i, lengths[i] - 1] = reward
-        for i in members:
-            labels[i], ratios[i] = vote.label or "", vote.majority_ratio
+        for slot, i in enumerate(members):
+            labels[i], ratios[i] = prompt_vote.label or "", prompt_vote.majority_ratio
+            predictions[i] = prompt_vote.answers[slot] or ""
     data.batch["rm_scores"] = scores
     data.non_tensor_batch["ttrl_label"] = np.array(labels, dtype=object)
     data.non_tensor_batch["ttrl_majority_ratio"] = np.array(ratios, dtype=np.float32)
-    data.non_tensor_batch["ttrl_pred"] = np.array([a or "" for a in answers], dtype=object)
+    data.non_tensor_batch["ttrl_pred"] = np.array(predictions, dtype=object)
     known = list(data.meta_info.get("reward_extra_keys", []))
     data.meta_info["reward_extra_keys"] = known + [k for k in EXTRA_KEYS if k not in known]
     return {
         "ttrl/majority_ratio": mean(v.majority_ratio for v in votes),
         "ttrl/no_answer_rate": mean(v.no_answer_rate for v in votes),
         "ttrl/skipped_prompts": float(sum(v.skipped is not None for v in votes)),
+        "ttrl/distinct_classes": mean(v.classes for v in votes),
     }

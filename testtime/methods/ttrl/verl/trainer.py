@@ -14,16 +14,37 @@ from typing import Any
 from verl.trainer import main_ppo
 from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 
+from testtime.core.records import Problem
 from testtime.methods.ttrl.verl.hook import apply_ttrl_vote
 from testtime.methods.ttrl.vote import VotePolicy
+from testtime.sandbox.choose import open_sandbox
+from testtime.selectors import DEFAULTS, SelectionContext, Selector, build_selector
 
 
 def policy_from_config(config: Any) -> VotePolicy:
     """The vote policy from the `ttrl` block that `config.ttrl_overrides` adds to verl's config."""
     ttrl = config.get("ttrl") or {}
     return VotePolicy(
-        tie_policy=ttrl.get("tie_policy", "earliest"), min_majority_ratio=float(ttrl.get("min_majority_ratio", 0.0))
+        min_majority_ratio=float(ttrl.get("min_majority_ratio", 0.0)),
+        require_public=bool(ttrl.get("require_public", True)),
     )
+
+
+def selector_from_config(config: Any, domain: str) -> Selector:
+    ttrl = config.get("ttrl") or {}
+    name = ttrl.get("selector") or DEFAULTS[domain]
+    return build_selector(name, {"tie_policy": ttrl.get("tie_policy", "earliest")} if name == "majority" else {})
+
+
+def problems_of(batch: Any) -> list[Problem]:
+    """Each row's problem from the parquet's `extra_info` (statement and public examples; no label)."""
+    found = []
+    for info in batch.non_tensor_batch.get("extra_info", [None] * len(batch)):
+        if isinstance(info, dict) and info.get("problem"):
+            found.append(Problem.model_validate_json(info["problem"]))
+        else:  # a math row written without it: the domain is all the vote needs
+            found.append(Problem(id=str((info or {}).get("index", "")), domain="math", statement=""))
+    return found
 
 
 class TTRLRayPPOTrainer(RayPPOTrainer):
@@ -37,11 +58,24 @@ class TTRLRayPPOTrainer(RayPPOTrainer):
         manager = self.async_rollout_manager
         generate = manager.generate_sequences
         policy, rng = policy_from_config(self.config), random.Random(0)
+        selectors: dict[str, Selector] = {}
+        sandboxes: list[Any] = []
+
+        def context(problem: Problem) -> SelectionContext:
+            if problem.domain != "code":
+                return SelectionContext()
+            if not sandboxes:
+                sandboxes.append(open_sandbox("auto"))  # the code reward runs programs: on this node's sandbox
+            return SelectionContext(sandbox=sandboxes[0])
 
         def generate_and_vote(batch: Any, *args: Any, **kwargs: Any) -> Any:
             output = generate(batch, *args, **kwargs)
             # Input rows are interleave-repeated per prompt and the output keeps their order.
-            metrics = apply_ttrl_vote(output, list(batch.non_tensor_batch["uid"]), self.tokenizer, policy, rng)
+            problems = problems_of(batch)
+            domain = problems[0].domain if problems else "math"
+            selector = selectors.setdefault(domain, selector_from_config(self.config, domain))
+            uids = list(batch.non_tensor_batch["uid"])
+            metrics = apply_ttrl_vote(output, uids, problems, self.tokenizer, policy, selector, context, rng)
             output.meta_info.setdefault("metrics", {}).update(metrics)
             return output
 

@@ -1,0 +1,76 @@
+"""Runs against a hostile or broken server (a real HTTP server on 127.0.0.1): it echoes the key in a 401, it
+hangs, it fails some calls. The run says what happened in its exit status, never leaks the key, keeps its
+status labels in line with its rates, and a resume asks again for exactly the samples that failed."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from subprocess import CompletedProcess
+
+from testtime.core.ledger import read_entries
+from testtime.models.mock_server import MockChatServer
+
+Cli = Callable[..., CompletedProcess[str]]
+SECRET = "sk-proj-" + "Q7" * 20
+RUN = "run --method majority --bench arith --quiet --model litellm:openai/mock".split()
+
+
+def run(cli: Cli, server: MockChatServer, out: Path, *args: str) -> CompletedProcess[str]:
+    return cli(
+        *RUN, "--api-base", server.url, "--api-key-env", "MY_KEY", "--out", str(out), *args, env={"MY_KEY": SECRET}
+    )
+
+
+def test_a_key_echoed_in_a_401_is_never_written_or_shown(testtime_cli: Cli, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    with MockChatServer(fault="echo401") as server:
+        done = run(testtime_cli, server, out, "--limit", "2", "--n", "2")
+    assert done.returncode == 3  # every call failed: nothing was measured, and the exit status says so
+    assert "every model call failed (4 calls)" in done.stderr and "Incorrect API key provided" in done.stderr
+    for shown in (done.stdout, done.stderr):
+        assert SECRET not in shown and SECRET[:12] not in shown
+    for path in out.iterdir():
+        data = path.read_bytes()
+        assert SECRET.encode() not in data and SECRET[-12:].encode() not in data, path
+    assert "[redacted]" in (out / "ledger.jsonl").read_text()
+
+
+def test_when_every_call_fails_the_labels_agree_with_the_rates(testtime_cli: Cli, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    with MockChatServer(fault=401) as server:
+        done = run(testtime_cli, server, out, "--limit", "3", "--n", "2")
+    assert done.returncode == 3
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["prediction_status"] == {"error": 3} and summary["sample_status"] == {"error": 6}
+    assert summary["error_rate"] == 1.0 and summary["no_answer_rate"] == 0.0
+
+
+def test_a_hanging_server_is_cut_off_by_the_request_timeout(testtime_cli: Cli, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    started = time.monotonic()
+    with MockChatServer(fault="hang") as server:
+        done = run(testtime_cli, server, out, "--limit", "1", "--n", "1", "--request-timeout", "0.5")
+    assert done.returncode == 3 and time.monotonic() - started < 60
+    [entry] = [e for e in read_entries(out / "ledger.jsonl") if not e.cached]
+    assert entry.attempts == 6 and "request timeout of 0.5 s" in (entry.error or "")
+    assert json.loads((out / "config.json").read_text())["run"]["request_timeout"] == 0.5
+
+
+def test_resume_asks_again_for_failed_samples_and_only_those(testtime_cli: Cli, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    with MockChatServer(faults={1: 400, 2: 400}) as server:  # a 400 is not retried: two samples end as errors
+        first = run(testtime_cli, server, out, "--limit", "2", "--n", "2", "--concurrency", "1")
+        assert first.returncode == 0 and "50% of samples are errors" in first.stderr
+        kept = testtime_cli("run", "--resume", str(out), "--no-retry-errors", "--quiet", env={"MY_KEY": SECRET})
+        assert kept.returncode == 0 and server.requests == 4  # asked for nothing
+        again = testtime_cli("run", "--resume", str(out), "--quiet", env={"MY_KEY": SECRET})
+        assert again.returncode == 0, again.stderr
+        assert server.requests == 6  # the two failed samples, and nothing that had succeeded
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["error_rate"] == 0.0 and summary["retried_problems"] >= 1 and summary["problems"] == 2
+    entries = read_entries(out / "ledger.jsonl")
+    assert sum(e.error is not None for e in entries) == 2  # the failed attempts stay in the ledger
+    assert sum(not e.cached and e.error is None for e in entries) == 4  # each sample paid for once

@@ -1,0 +1,192 @@
+"""The records a run writes per problem: what a method produced, what its rounds or steps were, and how the
+scorer graded it. Methods produce `ProblemResult`; the scorer adds `Grading`; results.jsonl holds one
+`ResultRecord` (both, flat) per line. Scorer, audit, curves, report and the viewer read these types, never
+a method's module, and never a string key into a free-form dict.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from testtime.core.records import Candidate, Record
+from testtime.core.selection import Selection
+
+
+class Strategy(Record):
+    key_technique: str
+    what_to_try: str
+
+
+class Lesson(Record):
+    """One knowledge item as it stood when a round ended."""
+
+    id: int
+    text: str
+    kind: Literal["dont", "do"] = "dont"
+    round: int = 0
+    source: str = "reflection"  # reflection | refutation
+    rejected_answer: str | None = None
+    active: bool = True
+
+
+class Rejection(Record):
+    answer: str
+    reason: str
+    round: int
+
+
+class RoundCandidate(Record):
+    index: int
+    answer: str | None
+    error: str | None = None
+    tokens: int = 0
+    strategy: str | None = None  # the strategy the rollout was given (TRT)
+
+
+class RoundRecord(Record):
+    """One finished round (TRT) or aggregation step (RSA)."""
+
+    round: int
+    selected_answer: str | None
+    candidates: tuple[RoundCandidate, ...] = ()
+    selection: Selection | None = None
+    order: tuple[int, ...] = ()  # the seeded order candidates were shown to the selector in
+    knowledge: tuple[Lesson, ...] = ()  # active items after the round's reflection
+    knowledge_tokens: int = 0
+    refutations: tuple[Rejection, ...] = ()  # math: every refutation so far, with its reason
+    rejected: tuple[str, ...] = ()  # math: the answers whose refutations outweigh their support now
+    strategies: tuple[Strategy, ...] = ()  # the strategies the next round will use
+    reflection_parsed: bool | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refutations_of_older_runs(cls, data: Any) -> Any:
+        """Rounds written before refutations were weighed listed them (dicts with reasons) as `rejected`."""
+        if isinstance(data, dict) and any(isinstance(r, dict) for r in data.get("rejected") or ()):
+            data = {**data, "refutations": data["rejected"], "rejected": [r["answer"] for r in data["rejected"]]}
+        return data
+
+
+class TTRLVote(Record):
+    """One prompt's vote in one training step: the selected class and the kept samples' rewards."""
+
+    step: int = 0
+    problem_id: str
+    label: str | None = None  # a raw member of the selected class (an answer, or a program); None: skipped
+    label_key: str | None = None  # its canonical key, for flip tracking
+    majority_ratio: float  # selected class size / N_vote, abstains included
+    margin: float = 0.0
+    tie: bool = False
+    skipped: str | None = None  # "all_abstain" | "below_min_ratio" | None
+    answers: tuple[str | None, ...] = ()  # the kept samples' answers or programs, in training order
+    rewards: tuple[float, ...] = ()
+    flipped: bool | None = None  # the label changed since this prompt's last vote (None: first vote)
+    classes: int = 0  # distinct answer classes or behaviours among the votes
+    no_answer_rate: float = 0.0  # no answer, no code, or code that does not compile
+
+
+class TTRLStep(Record):
+    """One optimiser step in `ttrl/steps.jsonl`: the trainer's metrics, the label-free vote metrics, and (on
+    the first optimiser step of each rollout step) every prompt's vote."""
+
+    step: int
+    seconds: float = 0.0
+    loss: float | None = None
+    grad_norm: float | None = None
+    learning_rate: float | None = None
+    entropy: float | None = None
+    reward: float | None = None
+    reward_std: float | None = None
+    frac_reward_zero_std: float | None = None
+    mean_length: float | None = None
+    truncation_rate: float | None = None
+    kl: float | None = None
+    majority_ratio: float | None = None
+    vote_margin: float | None = None
+    no_answer_rate: float | None = None
+    skipped_prompts: float | None = None
+    tie_rate: float | None = None
+    pseudo_reward: float | None = None
+    label_flip_rate: float | None = None
+    distinct_classes: float | None = None
+    collapse_alarm: str | None = None
+    votes: tuple[TTRLVote, ...] = ()
+
+
+class TTRLEvaluation(Record):
+    answers: tuple[str | None, ...] = ()
+    greedy: str | None = None
+
+
+class TTRLRecord(Record):
+    before: TTRLEvaluation = TTRLEvaluation()
+    greedy_after: str | None = None
+    votes: tuple[TTRLVote, ...] = ()
+    test_inputs: tuple[str, ...] = ()  # code: the inputs the base model wrote, run every step
+
+
+class ProblemResult(Record):
+    problem_id: str
+    prediction: str | None
+    candidates: list[Candidate] = Field(default_factory=list)
+    selection: Selection | None = None
+    rounds: tuple[RoundRecord, ...] = ()
+    ttrl: TTRLRecord | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _details_of_older_runs(cls, data: Any) -> Any:
+        """Runs written before these records were typed kept rounds and TTRL under a `details` dict."""
+        if isinstance(data, dict) and "details" in data:
+            details = data["details"] or {}
+            data = {k: v for k, v in data.items() if k != "details"}
+            data.update({k: details[k] for k in ("rounds", "ttrl") if k in details})
+        return data
+
+
+class RoundAudit(Record):
+    accuracy: tuple[bool, ...]  # the round's selected answer was correct
+    coverage: tuple[bool, ...]  # some rollout so far was correct (oracle coverage, not accuracy)
+    rollout_mean: tuple[float, ...]  # mean accuracy of the round's rollouts (RSA's population metric)
+
+
+class TTRLStepAudit(Record):
+    step: int
+    label_correct: bool
+    reward_accuracy: float
+    ground_truth_ratio: float
+
+
+class TTRLAudit(Record):
+    before_sample_correct: tuple[bool, ...] = ()
+    before_cluster_of: tuple[int, ...] = ()
+    before_cluster_correct: tuple[bool, ...] = ()
+    greedy_before: bool | None = None
+    greedy_after: bool | None = None
+    steps: tuple[TTRLStepAudit, ...] = ()
+
+
+class Grading(Record):
+    """The scorer's verdict on one result, from the sealed reference."""
+
+    correct: bool
+    graded_answer: str | None
+    status: str
+    sample_correct: tuple[bool, ...] = ()
+    sample_status: tuple[str, ...] = ()
+    public_only: bool = False
+    erratum: str | None = None
+    round_audit: RoundAudit | None = None
+    ttrl_audit: TTRLAudit | None = None
+    cluster_of: tuple[int, ...] | None = None  # maj@k inputs: each sample's class (-1: no answer)
+    cluster_correct: tuple[bool, ...] | None = None
+
+
+class ResultRecord(ProblemResult, Grading):
+    """One line of results.jsonl."""
+
+    @classmethod
+    def of(cls, result: ProblemResult, grading: Grading) -> ResultRecord:
+        return cls.model_validate({**result.model_dump(), **grading.model_dump()})

@@ -1,0 +1,123 @@
+"""What a selector decides and why: the `Selection` record and the typed evidence of each selector.
+
+One record for every selector (majority vote, mutual exclusivity, execution), so TRT's round selection,
+the baselines' pick and TTRL's reward read the same fields: the chosen candidate, each candidate's class
+(answer class or behaviour class; None = abstained: no answer, no code, a compile error) and score, the
+selected class, tie and margin, the sandbox seconds spent, and the selector's own evidence.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, model_validator
+
+from testtime.core.records import Record
+
+
+class CandidateScore(Record):
+    index: int  # the candidate's index
+    cluster: int | None  # its class in this selection; None = abstained
+    score: float = 0.0  # the selector's own score (votes, support, agreement weight)
+
+
+class VoteEvidence(Record):
+    kind: Literal["vote"] = "vote"
+    clusters: tuple[tuple[int, ...], ...] = ()  # candidate indices per answer class, largest first
+    reason: str | None = None
+
+
+class ExclusivityEvidence(Record):
+    kind: Literal["exclusivity"] = "exclusivity"
+    rejected: tuple[str, ...] = ()  # answers whose refutations outweigh their support
+    excluded: tuple[str, ...] = ()  # the same, among the pool (kept for older readers)
+    support: dict[str, int] = Field(default_factory=dict)  # answer → rollouts that concluded it
+    refuted: dict[str, int] = Field(default_factory=dict)  # answer → rollouts that refuted it
+    reason: str | None = None
+    kept_incumbent: bool = False
+
+
+class SuiteStats(Record):
+    requested: int = 0
+    parsed: int = 0
+    duplicates: int = 0
+    invalid: int = 0
+    non_discriminating: int = 0
+    public: int = 0
+    generated: int = 0
+    kept: int = 0
+
+
+class ExecutionCandidate(Record):
+    index: int
+    public_passed: int
+    cluster_size: int
+    agreement_weight: float
+    predicted_agreement: int
+
+
+class TestRun(Record):
+    __test__ = False  # a record, not a pytest test class
+
+    verdict: str
+    error: str | None = None
+    output: str = ""
+
+
+class CandidateRuns(Record):
+    index: int
+    tests: tuple[TestRun, ...]
+
+
+class ExecutionEvidence(Record):
+    kind: Literal["execution"] = "execution"
+    suite: SuiteStats = SuiteStats()
+    empty_suite: bool = False
+    tied_candidates: tuple[int, ...] = ()
+    candidates: tuple[ExecutionCandidate, ...] = ()
+    report: tuple[CandidateRuns, ...] = ()  # per candidate, per test: public examples first, then generated
+    generated_inputs: tuple[str, ...] = ()
+    reason: str | None = None
+
+
+Evidence = Annotated[VoteEvidence | ExclusivityEvidence | ExecutionEvidence, Field(discriminator="kind")]
+_EVIDENCE_MARKS = (("suite", "execution"), ("rejected", "exclusivity"), ("clusters", "vote"))
+
+
+class Selection(Record):
+    """What a selector chose and why: enough to audit the choice without rerunning it."""
+
+    selector: str = ""  # the registry name of the selector that decided
+    index: int | None  # the chosen candidate (None: nothing to choose, or a kept earlier answer)
+    answer: str | None
+    rule: str
+    cluster: int | None = None  # the selected class (see `scores`)
+    cluster_sizes: tuple[int, ...] = ()
+    majority_ratio: float = 0.0  # selected class size / all candidates, abstains included
+    margin: float = 0.0
+    tie: bool = False
+    scores: tuple[CandidateScore, ...] = ()
+    sandbox_seconds: float = 0.0
+    evidence: Evidence | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _evidence_of_older_runs(cls, data: Any) -> Any:
+        """Runs written before evidence was typed stored it untagged: tag it by its shape."""
+        if isinstance(data, dict) and isinstance(data.get("evidence"), dict) and "kind" not in data["evidence"]:
+            evidence = data["evidence"]
+            kind = next((k for mark, k in _EVIDENCE_MARKS if mark in evidence), None)
+            known = {"vote": VoteEvidence, "exclusivity": ExclusivityEvidence, "execution": ExecutionEvidence}
+            if kind is None:
+                data = {**data, "evidence": None}
+            else:
+                fields = known[kind].model_fields
+                data = {**data, "evidence": {"kind": kind, **{k: v for k, v in evidence.items() if k in fields}}}
+        return data
+
+    def class_of(self, index: int) -> int | None:
+        """The class of candidate `index` (None: abstained, or not among the candidates)."""
+        return next((s.cluster for s in self.scores if s.index == index), None)
+
+    def in_selected_class(self, index: int) -> bool:
+        return self.cluster is not None and self.class_of(index) == self.cluster
