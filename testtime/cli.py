@@ -37,7 +37,7 @@ def _with_flags(pairs: list[str] | None, **flags: object) -> list[str]:
 
 
 def _add_subcommands() -> None:
-    from testtime.cli_experiments import ablate_app, report_command
+    from testtime.cli_experiments import ablate_app, export_command, report_command, view_command
     from testtime.cli_sandbox import sandbox_app
     from testtime.cli_ttrl import ttrl_app
 
@@ -45,6 +45,8 @@ def _add_subcommands() -> None:
     app.add_typer(ablate_app, name="ablate")
     app.add_typer(ttrl_app, name="ttrl")
     app.command("report")(report_command)
+    app.command("view")(view_command)
+    app.command("export")(export_command)
 
 
 def _method_help() -> str:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from testtime.core.errors import UserError
 from testtime.models import DEFAULT_MODEL
@@ -126,22 +127,75 @@ def report_command(
         typer.echo(json.dumps(report))
         return
     table = Table(
-        "run", "method", "accuracy [95% CI]", "majority @ same budget", "calls", "tokens", "cost", "sandbox s"
+        "run", "method", "accuracy [95% CI]", "majority @ same budget", "difference [95% CI]", "calls", "tokens", "cost"
     )
+    unpaired = []
     for row in report["runs"]:
-        acc = row["accuracy"]
-        base = row["same_budget_majority"]
-        baseline = f"{base['accuracy']:.3f} (k={base['k']})" if base else "-"
+        acc, base = row["accuracy"], row["same_budget_majority"]
+        baseline = difference = "-"
+        if base and "accuracy" in base:
+            baseline = f"{base['accuracy']:.3f} (k={base['k']}{'' if base['exact_budget'] else ', < budget'})"
+            d = base["difference"]
+            difference = f"{d['mean']:+.3f} [{d['ci_low']:+.3f}, {d['ci_high']:+.3f}]"
+        elif base:
+            unpaired.append(f"{Path(row['run']).name}: {base['none']}")
         cost = f"${row['cost_usd']:.4f}" + ("" if row["cost_known"] else "+?")
         table.add_row(
             Path(row["run"]).name,
             row["method"],
             f"{acc['mean']:.3f} [{acc['ci_low']:.3f}, {acc['ci_high']:.3f}]",
             baseline,
+            difference,
             str(row["calls"]),
             f"{row['tokens']:,}",
             cost,
-            f"{row['sandbox_seconds']:.1f}",
         )
     results_console.print(table)
+    for line in unpaired:
+        console.print(f"[yellow]no same-budget majority for {escape(line)}[/yellow]", soft_wrap=True)
     console.print(f"wrote {out / 'report.json'} and {image}", soft_wrap=True)
+
+
+def view_command(
+    runs: Annotated[list[Path], typer.Argument(help="run directories to view")],
+    html: Annotated[Path | None, Opt(help="write one self-contained page here instead of serving")] = None,
+    port: Annotated[int, Opt(help="port on 127.0.0.1 (0: any free one)")] = 8765,
+) -> None:
+    """Read runs: per problem its candidates, classes and votes; TRT rounds (strategies, knowledge, reflection,
+    refutations, evidence); code verdict matrices; TTRL votes and curves; cost per problem."""
+    import time
+
+    from testtime.experiments.display import console
+    from testtime.experiments.viewer import Viewer, load, static_page
+
+    loaded = load(runs)
+    if html is not None:
+        html.write_text(static_page(loaded), encoding="utf-8")
+        console.print(f"wrote {html}", soft_wrap=True)
+        return
+    try:
+        viewer = Viewer(loaded, port)
+    except OSError as exc:
+        raise UserError(f"cannot listen on 127.0.0.1:{port} ({exc.strerror}); try --port 0") from None
+    with viewer:
+        console.print(f"viewing {len(loaded)} run(s) at {viewer.url} (Ctrl-C stops)", soft_wrap=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            return
+
+
+def export_command(
+    run: Annotated[Path, typer.Argument(help="the run directory")],
+    out: Annotated[Path, Opt(help="the log file (.eval, or .json)")],
+    format: Annotated[
+        str, Opt("--format", help="inspect (an inspect_ai eval log: `inspect view` opens it)")
+    ] = "inspect",
+) -> None:
+    """Write a run in another tool's format."""
+    from testtime.experiments.display import console
+    from testtime.experiments.export import export
+
+    written = export(run, out, format)
+    console.print(f"wrote {written}", soft_wrap=True)

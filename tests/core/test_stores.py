@@ -12,9 +12,9 @@ from testtime.core.checkpoint import RoundCheckpoints
 from testtime.core.errors import UserError
 from testtime.core.ledger import Ledger, LedgerEntry, read_entries
 from testtime.core.records import Completion, Message, SamplingParams
-from testtime.core.results import ResultRecord, TTRLStep
+from testtime.core.results import ResultRecord, TTRLStep, read_steps
 from testtime.core.rundir import RunDir
-from testtime.methods.ttrl.reward import StepLog, read_steps
+from testtime.methods.ttrl.reward import StepLog
 
 PROMPT = [Message(role="user", content="hi")]
 

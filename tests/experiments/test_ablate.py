@@ -11,6 +11,8 @@ import pytest
 
 from testtime.core.ledger import read_entries
 from testtime.experiments.ablate import depth_width, plan, planned_calls
+from testtime.experiments.config import RunConfig
+from testtime.experiments.run import execute, start_run
 
 BASE = {
     "bench": "arith",
@@ -153,3 +155,26 @@ def test_ablate_takes_runs_sampling_auth_and_budget_flags(testtime_cli: Callable
         "ablate", "depth-width", "--model", "fake:echo", "--rsa-opt", "aggregate=20", "--out", str(tmp_path / "g")
     )
     assert bad.returncode == 2 and "aggregate <= population" in bad.stderr and not (tmp_path / "g").exists()
+
+
+def test_report_pairs_only_runs_with_the_same_settings(grid: tuple[Path, list[Any]], tmp_path: Path) -> None:
+    from testtime.experiments.report import build_report
+
+    out, _ = grid
+    hotter = tmp_path / "majority-hot"
+    run, parts = start_run(RunConfig(**{**BASE, "temperature": 1.0}, method="majority", n=8), hotter)
+    execute(run, parts=parts, progress=False)
+    rows = {Path(r["run"]).name: r for r in build_report([out / "trt-K2", hotter])["runs"]}
+    assert "temperature 1.0 vs 0.7" in rows["trt-K2"]["same_budget_majority"]["none"]  # never compared
+    rows = {Path(r["run"]).name: r for r in build_report([out / "trt-K2", hotter, out / "majority"])["runs"]}
+    base = rows["trt-K2"]["same_budget_majority"]
+    assert base["run"].endswith("majority") and set(base["difference"]) == {"mean", "ci_low", "ci_high"}
+
+
+def test_binary_accuracy_has_a_wilson_interval_even_at_zero() -> None:
+    from testtime.benchmarks.metrics import mean_ci
+
+    none_right = mean_ci([0.0, 0.0, 0.0])
+    assert none_right["mean"] == 0.0 and none_right["ci_low"] == 0.0 and none_right["ci_high"] > 0.4  # 0/3 is no proof
+    all_right = mean_ci([1.0] * 3)
+    assert all_right["ci_high"] == 1.0 and all_right["ci_low"] < 0.6

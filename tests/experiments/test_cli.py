@@ -219,3 +219,18 @@ def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path: Path, interrupt_c
     assert 0 < finished < 20
     assert cli("run", "--resume", str(out), "--quiet").returncode == 0
     assert len((out / "results.jsonl").read_text().splitlines()) == 20
+
+
+def test_progress_counts_calls_and_rounds_against_what_is_planned() -> None:
+    from testtime.core.ledger import LedgerEntry, LedgerTotals
+    from testtime.experiments.display import RunProgress
+
+    totals = LedgerTotals()
+    finished = [0]
+    bar = RunProgress(2, 0, totals, enabled=False, planned_calls=26, rounds=(4, lambda: finished[0]))
+    for _ in range(7):
+        totals.add(LedgerEntry(attempts=1))
+    finished[0] = 1
+    bar.refresh_once()
+    calls, rounds = bar.progress.tasks[1], bar.progress.tasks[2]
+    assert (calls.completed, calls.total, rounds.completed, rounds.total) == (7, 26, 1, 4)

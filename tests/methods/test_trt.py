@@ -153,3 +153,27 @@ def test_resume_continues_after_the_last_finished_round(tmp_path: object) -> Non
     assert [r.round for r in result.rounds] == [1, 2, 3, 4]
     assert ledger.totals.calls == 2 * (2 + 1)  # only rounds 3 and 4 were paid for
     assert model.calls - calls_before == 6 and len(path.read_text().splitlines()) == lines_after_two + 2
+
+
+def test_each_rollout_is_recorded_with_the_strategy_its_prompt_showed() -> None:
+    """Reflection replaces the strategies after a round: the record must keep the ones the round used."""
+    shown: dict[int, str] = {}
+    rounds = iter(range(10**6))
+
+    def solver(prompt: str, n: int) -> str:
+        shown[n] = re.search(r"Key technique: (.+)", prompt).group(1)  # type: ignore[union-attr]
+        return "\\boxed{4}"
+
+    def reflection() -> str:
+        t = next(rounds) + 2
+        return json.dumps(
+            {"insights": [], "strategies": [{"key_technique": f"plan-{t}-{j}", "what_to_try": "x"} for j in range(2)]}
+        )
+
+    model = scripted(solver)
+    original = model.script
+    model.script = lambda m, p: reflection() if "You are improving a solver" in m[-1].content else original(m, p)
+    result, _ = run(model, rounds=3, rollouts=2)
+    recorded = [c.strategy for r in result.rounds for c in r.candidates]
+    assert recorded == [shown[n] for n in range(6)]
+    assert recorded[2:] == ["plan-2-0", "plan-2-1", "plan-3-0", "plan-3-1"]  # the strategies differ per round

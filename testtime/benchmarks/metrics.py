@@ -18,6 +18,32 @@ EXACT_SUBSETS = 20_000
 MONTE_CARLO_DRAWS = 5_000
 
 
+def wilson_ci(successes: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """95% Wilson score interval of a proportion: never zero-width at 0/n or n/n, unlike a bootstrap."""
+    if n == 0:
+        return (math.nan, math.nan)
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def mean_ci(values: Sequence[float], seed: int = 0) -> dict[str, float]:
+    """Mean with a 95% interval: Wilson for 0/1 outcomes (accuracy), the percentile bootstrap otherwise."""
+    if values and all(v in (0.0, 1.0) for v in values):
+        low, high = wilson_ci(int(sum(values)), len(values))
+    else:
+        low, high = bootstrap_ci(values, seed=seed)
+    return {"mean": sum(values) / len(values) if values else 0.0, "ci_low": low, "ci_high": high}
+
+
+def paired_difference_ci(a: Sequence[float], b: Sequence[float], seed: int = 0) -> dict[str, float]:
+    """Mean of a − b over paired items (problems) with its 95% percentile bootstrap interval."""
+    differences = [x - y for x, y in zip(a, b, strict=True)]
+    low, high = bootstrap_ci(differences, seed=seed)
+    return {"mean": sum(differences) / len(differences) if differences else 0.0, "ci_low": low, "ci_high": high}
+
+
 def bootstrap_ci(values: Sequence[float], iters: int = 2000, seed: int = 0) -> tuple[float, float]:
     """95% percentile bootstrap interval of the mean, resampling problems."""
     if not values:

@@ -12,7 +12,7 @@ from statistics import mean
 from typing import Any
 
 from testtime.benchmarks.base import Benchmark
-from testtime.benchmarks.metrics import bootstrap_ci, maj_at_k, powers_of_two_upto, vote_clusters
+from testtime.benchmarks.metrics import maj_at_k, mean_ci, powers_of_two_upto, vote_clusters
 from testtime.benchmarks.ttrl_audit import audit_ttrl, summarize_ttrl
 from testtime.core.records import Reference
 from testtime.core.results import Grading, ProblemResult, ResultRecord, RoundAudit, RoundRecord
@@ -71,11 +71,6 @@ def audit_rounds(benchmark: Benchmark, rounds: Sequence[RoundRecord], reference:
     return RoundAudit(accuracy=tuple(accuracy), coverage=tuple(coverage), rollout_mean=tuple(population))
 
 
-def _with_ci(values: list[float], seed: int) -> dict[str, float]:
-    low, high = bootstrap_ci(values, seed=seed)
-    return {"mean": mean(values) if values else 0.0, "ci_low": low, "ci_high": high}
-
-
 def summarize(records: Sequence[ResultRecord], ledger: dict[str, Any], seed: int = 0) -> dict[str, Any]:
     """The run summary: accuracy with CIs, avg@k, maj@k, failure rates and the ledger's totals."""
     problems = len(records)
@@ -83,12 +78,12 @@ def summarize(records: Sequence[ResultRecord], ledger: dict[str, Any], seed: int
     n_min = min((len(r.candidates) for r in records), default=0)
     summary: dict[str, Any] = {
         "problems": problems,
-        "accuracy": _with_ci([float(r.correct) for r in records], seed),
+        "accuracy": mean_ci([float(r.correct) for r in records], seed),
         "samples": len(samples),
     }
     with_samples = [r for r in records if r.sample_correct]
     if with_samples:
-        summary["pass@1_avg"] = _with_ci([mean(r.sample_correct) for r in with_samples], seed)
+        summary["pass@1_avg"] = mean_ci([mean(r.sample_correct) for r in with_samples], seed)
         if n_min and all(r.cluster_of is not None for r in with_samples):
             summary["maj@k"] = {
                 str(k): mean(maj_at_k(r.cluster_of or (), r.cluster_correct or (), k, seed) for r in with_samples)

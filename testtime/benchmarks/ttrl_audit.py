@@ -17,7 +17,7 @@ from statistics import mean
 from typing import Any
 
 from testtime.benchmarks.base import Benchmark
-from testtime.benchmarks.metrics import bootstrap_ci, maj_at_k, powers_of_two_upto, vote_clusters
+from testtime.benchmarks.metrics import maj_at_k, mean_ci, paired_difference_ci, powers_of_two_upto, vote_clusters
 from testtime.core.records import Reference
 from testtime.core.results import ResultRecord, TTRLAudit, TTRLRecord, TTRLStepAudit
 
@@ -61,11 +61,6 @@ def audit_ttrl(benchmark: Benchmark, ttrl: TTRLRecord, reference: Reference) -> 
     )
 
 
-def _ci(values: list[float], seed: int) -> dict[str, float]:
-    low, high = bootstrap_ci(values, seed=seed)
-    return {"mean": mean(values) if values else 0.0, "ci_low": low, "ci_high": high}
-
-
 def summarize_ttrl(records: Sequence[ResultRecord], seed: int = 0) -> dict[str, Any]:
     audited = [(r, r.ttrl_audit) for r in records if r.ttrl_audit and r.sample_correct]
     if not audited:
@@ -73,9 +68,9 @@ def summarize_ttrl(records: Sequence[ResultRecord], seed: int = 0) -> dict[str, 
     before = [mean(a.before_sample_correct or (0.0,)) for _, a in audited]
     after = [mean(r.sample_correct) for r, _ in audited]
     summary: dict[str, Any] = {
-        "pass@1_before": _ci(before, seed),
-        "pass@1_after": _ci(after, seed),
-        "pass@1_gain": _ci([a - b for a, b in zip(after, before, strict=True)], seed),  # paired by problem
+        "pass@1_before": mean_ci(before, seed),
+        "pass@1_after": mean_ci(after, seed),
+        "pass@1_gain": paired_difference_ci(after, before, seed),  # paired by problem
     }
     n_before = min(len(a.before_cluster_of) for _, a in audited)
     if n_before:

@@ -57,3 +57,7 @@ class RoundCheckpoints:
             tmp = self.path.with_suffix(".tmp")
             tmp.write_text("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in entries), encoding="utf-8")
             tmp.replace(self.path)
+
+    def finished_rounds(self) -> int:
+        """Rounds (t >= 1) finished across every problem: what a progress bar counts."""
+        return sum(1 for entries in self._all.values() for e in entries if e["round"] >= 1)

@@ -107,6 +107,7 @@ class Completion(Record):
     cost_usd: float | None = None
     error: str | None = None
     cached: bool = False
+    call: str | None = None  # the trace's id of the call that produced it (its cache key, short)
 
 
 class Candidate(Record):
@@ -118,6 +119,7 @@ class Candidate(Record):
     finish_reason: FinishReason = "stop"
     error: str | None = None
     completion_tokens: int = 0
+    call: str | None = None  # the model call in the run's trace that produced it
 
 
 class Selection(Record):

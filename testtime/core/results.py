@@ -6,9 +6,11 @@ a method's module, and never a string key into a free-form dict.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from testtime.core.records import Candidate, Record
 from testtime.core.selection import Selection
@@ -190,3 +192,15 @@ class ResultRecord(ProblemResult, Grading):
     @classmethod
     def of(cls, result: ProblemResult, grading: Grading) -> ResultRecord:
         return cls.model_validate({**result.model_dump(), **grading.model_dump()})
+
+
+def read_steps(path: Path) -> list[TTRLStep]:
+    """The records of a TTRL `steps.jsonl` (none if absent); a line torn by a kill is skipped."""
+    records = []
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                records.append(TTRLStep.model_validate(json.loads(line)))
+            except (ValueError, ValidationError):
+                continue
+    return records

@@ -11,6 +11,7 @@ import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from testtime.core.cache import CompletionCache, cache_key
 from testtime.core.errors import BudgetExhausted, ModelError, TransientModelError
@@ -18,6 +19,7 @@ from testtime.core.ledger import Ledger, LedgerEntry
 from testtime.core.model import LanguageModel
 from testtime.core.records import Completion, Message, SamplingParams
 from testtime.core.secrets import environment_secrets, scrub
+from testtime.core.trace import CALL_ID_LENGTH, Trace
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,7 @@ class RolloutEngine:
         retry: RetryPolicy | None = None,
         max_cost_usd: float | None = None,
         max_tokens_total: int | None = None,
+        trace: Trace | None = None,
     ) -> None:
         self.model = model
         self.model_name = model_name
@@ -65,6 +68,7 @@ class RolloutEngine:
         self.max_cost_usd, self.max_tokens_total = max_cost_usd, max_tokens_total
         self.concurrency = concurrency
         self._slots = asyncio.Semaphore(concurrency)
+        self.trace = trace or Trace(None)
 
     async def sample(
         self,
@@ -94,15 +98,18 @@ class RolloutEngine:
         entry = LedgerEntry(
             model=self.model_name, problem_id=problem_id, purpose=purpose, sample_index=index, step=step
         )
+        call = key[:CALL_ID_LENGTH]
         hit = self.cache.get(key)
         if hit is not None:
             entry.cached = True
             self.ledger.record(entry)
-            return hit.model_copy(update={"cached": True})
+            return self._traced(hit.model_copy(update={"cached": True, "call": call}), "cached", messages, entry)
         if self.model is None:
-            return Completion(finish_reason="error", error="replay: sample not in the cache")
+            missing = Completion(finish_reason="error", error="replay: sample not in the cache", call=call)
+            return self._traced(missing, "missing", messages, entry)
         self._check_budget()
         completion, attempts = await self._call(messages, params)
+        completion = completion.model_copy(update={"call": call})
         if completion.error is None:
             self.cache.put(key, completion)
         else:  # error texts may echo a key back (a 401 body does): never record or show one
@@ -114,6 +121,23 @@ class RolloutEngine:
         entry.cost_usd = completion.cost_usd
         entry.error = completion.error
         self.ledger.record(entry)
+        return self._traced(completion, "error" if completion.error else "paid", messages, entry)
+
+    def _traced(
+        self, completion: Completion, outcome: Any, messages: Sequence[Message], entry: LedgerEntry
+    ) -> Completion:
+        self.trace.record(
+            call=completion.call or "",
+            time=time.time(),
+            model=self.model_name,
+            messages=list(messages),
+            completion=completion,
+            outcome=outcome,
+            problem_id=entry.problem_id,
+            purpose=entry.purpose,
+            step=entry.step,
+            sample_index=entry.sample_index,
+        )
         return completion
 
     def _secrets(self) -> list[str]:

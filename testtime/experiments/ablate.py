@@ -15,8 +15,7 @@ from testtime.core.errors import UserError
 from testtime.core.rundir import RunDir
 from testtime.experiments.config import RunConfig
 from testtime.experiments.curves import Point, plot, run_points
-from testtime.experiments.run import execute, start_run
-from testtime.methods.rsa import RSAOptions
+from testtime.experiments.run import build_method, execute, start_run
 
 
 def plan(
@@ -40,15 +39,10 @@ def plan(
     return runs
 
 
-def planned_calls(config: RunConfig, problems: int) -> int:
-    """What a sub-run must cost on math, by construction: the budget the grid promises."""
-    options = config.method_options
-    if config.method == "trt":
-        return problems * (1 + int(options["rounds"]) * (int(options["rollouts"]) + 1))
-    if config.method == "rsa":
-        shape = RSAOptions.parse(options, "rsa")
-        return problems * shape.population * shape.steps
-    return problems * (config.n or 1)
+def planned_calls(config: RunConfig, problems: int, domain: str = "math") -> int:
+    """What a sub-run must cost, by the method's own construction: the budget the grid promises."""
+    per_problem = build_method(config).planned_calls(domain, config.n)
+    return problems * (per_problem or 0)
 
 
 def depth_width(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from statistics import mean
 from typing import Any
 
@@ -27,9 +28,19 @@ results_console = Console()  # results: tables a user may pipe or redirect
 
 
 class RunProgress:
-    """Problems done, calls, tokens, cost and ETA; refreshed from the ledger while calls are in flight."""
+    """Problems done, and for multi-call methods the calls and rounds done against those planned; calls,
+    tokens, cost and ETA, refreshed from the ledger while calls are in flight (a TRT problem finishes only
+    after all its rounds, so the problem bar alone would sit still for a long time)."""
 
-    def __init__(self, total: int, done: int, totals: LedgerTotals, enabled: bool = True) -> None:
+    def __init__(
+        self,
+        total: int,
+        done: int,
+        totals: LedgerTotals,
+        enabled: bool = True,
+        planned_calls: int | None = None,
+        rounds: tuple[int, Callable[[], int]] | None = None,
+    ) -> None:
         self.totals = totals
         self.progress = Progress(
             TextColumn("[bold]{task.description}"),
@@ -43,18 +54,29 @@ class RunProgress:
             transient=False,
         )
         self.task = self.progress.add_task("problems", total=total, completed=done, stats="")
+        self.calls_at_start = totals.calls + totals.cache_hits
+        self.calls = self.progress.add_task("calls", total=planned_calls, stats="") if planned_calls else None
+        self.rounds = rounds
+        self.rounds_task = self.progress.add_task("rounds", total=rounds[0], stats="") if rounds else None
 
     def _stats(self) -> str:
         t = self.totals
         cost = f"${t.cost_usd:.4f}" if t.cost_known else f"${t.cost_usd:.4f}+?"
         return f"calls {t.calls} (cached {t.cache_hits}, errors {t.errors}) · tokens {t.tokens:,} · {cost}"
 
+    def refresh_once(self, advance: int = 0) -> None:
+        self.progress.update(self.task, advance=advance, stats=self._stats())
+        if self.calls is not None:
+            self.progress.update(self.calls, completed=self.totals.calls + self.totals.cache_hits - self.calls_at_start)
+        if self.rounds is not None and self.rounds_task is not None:
+            self.progress.update(self.rounds_task, completed=self.rounds[1]())
+
     def advance(self) -> None:
-        self.progress.update(self.task, advance=1, stats=self._stats())
+        self.refresh_once(advance=1)
 
     async def refresh_forever(self) -> None:
         while True:
-            self.progress.update(self.task, stats=self._stats())
+            self.refresh_once()
             await asyncio.sleep(0.5)
 
     def __enter__(self) -> RunProgress:
@@ -62,7 +84,7 @@ class RunProgress:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.progress.update(self.task, stats=self._stats())
+        self.refresh_once()
         self.progress.__exit__(*exc)
 
 

@@ -1,82 +1,91 @@
 """`testtime report RUN_DIR ...`: runs side by side, each beside its same-budget majority baseline.
 
-Per run: accuracy with CI, calls, tokens, cost, sandbox seconds, training tokens. The baseline is a majority
-run of the same benchmark and model among the inputs, evaluated at k = the run's solver rollouts per problem
-(unbiased maj@k, so any k ≤ its n). Per problem, for multi-round runs: which round first made the answer
-correct, every flip, the strategy of the selected rollout there, and the tokens spent until then.
+Per run: accuracy with its 95% Wilson interval, calls, tokens, cost, sandbox seconds, training tokens. The
+baseline is a majority run among the inputs whose accuracy-relevant settings are the run's (benchmark and its
+options, the problems, model, temperature, top-p, max tokens); a majority run that differs is never used,
+and the report says what differed. It is evaluated at k = the run's solver rollouts per problem (unbiased
+maj@k, so any k ≤ its n), with the paired bootstrap interval of the per-problem difference. Per problem, for
+multi-round runs: which round first made the answer correct, every flip, the strategy of the selected
+rollout there, and the tokens spent until then.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
 from pathlib import Path
-from statistics import mean
 from typing import Any
 
-from testtime.benchmarks.metrics import bootstrap_ci, maj_at_k
+from testtime.benchmarks.metrics import maj_at_k, mean_ci, paired_difference_ci
 from testtime.core.errors import UserError
-from testtime.core.ledger import LedgerEntry, read_entries
-from testtime.core.results import ResultRecord
-from testtime.core.rundir import RunDir
+from testtime.experiments.viewer.data import LoadedRun, load_run
 
-
-@dataclass
-class LoadedRun:
-    path: str
-    config: dict[str, Any]
-    summary: dict[str, Any]
-    records: list[ResultRecord]
-    ledger: list[LedgerEntry]  # paid calls only
-
-    def __getitem__(self, key: str) -> Any:
-        return getattr(self, key)
+# What decides accuracy besides the method: a baseline must share all of it.
+MATCHED = ("bench", "model", "temperature", "top_p", "max_tokens", "limit", "bench_options")
 
 
 def _open(path: Path) -> LoadedRun:
-    run = RunDir.open_existing(path)
-    if not run.summary_path.exists():
+    run = load_run(path)
+    if not run.summary:
         raise UserError(f"{path} has no summary.json yet: finish it with testtime run --resume {path}")
-    return LoadedRun(
-        path=str(path),
-        config=run.read_config(),
-        summary=json.loads(run.summary_path.read_text()),
-        records=run.read_results(),
-        ledger=[e for e in read_entries(run.ledger_path) if not e.cached],
-    )
+    return run
+
+
+def _settings(run: LoadedRun) -> dict[str, Any]:
+    settings = run.config.get("run", {})
+    described = {k: v for k, v in run.config.get("benchmark", {}).items() if k != "data_dir"}
+    return {**{k: settings.get(k) for k in MATCHED}, "benchmark": described, "problems": sorted(run.records)}
+
+
+def _differences(run: LoadedRun, other: LoadedRun) -> list[str]:
+    mine, theirs = _settings(run), _settings(other)
+    return [
+        f"{k} {theirs[k]!r} vs {mine[k]!r}" if k != "problems" else "other problems"
+        for k in mine
+        if mine[k] != theirs[k]
+    ]
 
 
 def _rollouts(run: LoadedRun) -> int:
-    summary = run["summary"]
-    return summary.get("same_budget_majority_n") or run["config"]["run"].get("n") or 1
+    return run.summary.get("same_budget_majority_n") or run.config["run"].get("n") or 1
 
 
-def _baseline(run: LoadedRun, majorities: list[LoadedRun]) -> dict[str, Any] | None:
-    key = (run["config"]["run"]["bench"], run["config"]["run"]["model"])
+def _baseline(run: LoadedRun, majorities: list[LoadedRun]) -> dict[str, Any]:
+    """The same-budget majority beside `run`, or why there is none."""
+    reasons = []
     for majority in majorities:
-        records = majority["records"]
-        if (majority["config"]["run"]["bench"], majority["config"]["run"]["model"]) != key or not records:
+        records = list(majority.records.values())
+        if majority is run or not records:
             continue
-        if records[0].cluster_of is None or majority is run:
+        if records[0].cluster_of is None:
+            reasons.append(f"{majority.path.name}: no answer classes (code)")
+            continue
+        differs = _differences(run, majority)
+        if differs:
+            reasons.append(f"{majority.path.name}: {'; '.join(differs)}")
             continue
         n = min(len(r.candidates) for r in records)
         k = min(_rollouts(run), n)
-        per_problem = [maj_at_k(r.cluster_of or (), r.cluster_correct or (), k) for r in records]
-        low, high = bootstrap_ci(per_problem)
+        ids = sorted(run.records)
+        baseline = [
+            maj_at_k(majority.records[p].cluster_of or (), majority.records[p].cluster_correct or (), k) for p in ids
+        ]
+        method = [float(run.records[p].correct) for p in ids]
+        ci = mean_ci(baseline)
         return {
-            "run": majority["path"],
+            "run": str(majority.path),
             "k": k,
             "exact_budget": k == _rollouts(run),
-            "accuracy": mean(per_problem),
-            "ci_low": low,
-            "ci_high": high,
+            "accuracy": ci["mean"],
+            "ci_low": ci["ci_low"],
+            "ci_high": ci["ci_high"],
+            "difference": paired_difference_ci(method, baseline),  # method − baseline, paired by problem
         }
-    return None
+    return {"none": "no majority run among the inputs" if not reasons else "settings differ: " + " | ".join(reasons)}
 
 
 def _provenance(run: LoadedRun) -> list[dict[str, Any]]:
     out = []
-    for record in run["records"]:
+    paid = [e for e in run.ledger if e.kind == "model_call" and not e.cached]
+    for record in run.records.values():
         audit = record.round_audit
         if not audit:
             continue
@@ -86,20 +95,16 @@ def _provenance(run: LoadedRun) -> list[dict[str, Any]]:
             if before != now
         ]
         first = next((t + 1 for t, ok in enumerate(audit.accuracy) if ok), None)
-        strategy = None
+        strategy = spent = None
         if first is not None:
             chosen_round = record.rounds[first - 1]
             chosen = chosen_round.selection.index if chosen_round.selection else None
             strategy = next((c.strategy for c in chosen_round.candidates if c.index == chosen), None)
-        spent = (
-            None
-            if first is None
-            else sum(
+            spent = sum(
                 e.prompt_tokens + e.completion_tokens
-                for e in run["ledger"]
+                for e in paid
                 if e.problem_id == record.problem_id and (e.step or 0) <= first
             )
-        )
         out.append(
             {
                 "problem_id": record.problem_id,
@@ -117,19 +122,19 @@ def build_report(paths: list[Path]) -> dict[str, Any]:
     if not paths:
         raise UserError("report needs at least one run directory")
     runs = [_open(p) for p in paths]
-    majorities = [r for r in runs if r["config"]["run"]["method"] == "majority"]
+    majorities = [r for r in runs if r.config["run"]["method"] == "majority"]
     rows = []
     for run in runs:
-        summary, ledger = run["summary"], run["summary"].get("ledger", {})
+        summary, ledger, settings = run.summary, run.summary.get("ledger", {}), run.config["run"]
         rows.append(
             {
-                "run": run["path"],
-                "method": run["config"]["run"]["method"],
-                "bench": run["config"]["run"]["bench"],
-                "model": run["config"]["run"]["model"],
-                "method_config": run["config"].get("method", {}),
+                "run": str(run.path),
+                "method": settings["method"],
+                "bench": settings["bench"],
+                "model": settings["model"],
+                "method_config": run.config.get("method", {}),
                 "problems": summary["problems"],
-                "accuracy": summary["accuracy"],
+                "accuracy": mean_ci([float(r.correct) for r in run.records.values()]),
                 "rollouts_per_problem": _rollouts(run),
                 "calls": ledger.get("calls", 0),
                 "tokens": ledger.get("tokens", 0),
@@ -137,10 +142,9 @@ def build_report(paths: list[Path]) -> dict[str, Any]:
                 "cost_known": ledger.get("cost_known", True),
                 "sandbox_seconds": ledger.get("sandbox_seconds", 0.0),
                 "train_tokens": ledger.get("train_tokens", 0),
+                "train_flops": ledger.get("train_flops", 0.0),
                 "complete": summary.get("complete", True),
-                "same_budget_majority": None
-                if run["config"]["run"]["method"] == "majority"
-                else _baseline(run, majorities),
+                "same_budget_majority": None if settings["method"] == "majority" else _baseline(run, majorities),
                 "provenance": _provenance(run),
             }
         )
@@ -148,37 +152,37 @@ def build_report(paths: list[Path]) -> dict[str, Any]:
 
 
 def plot_report(report: dict[str, Any], path: Path) -> Path:
+    """Each run's accuracy and, beside it (not on it), its same-budget majority, with 95% intervals."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     rows = report["runs"]
-    labels = [f"{r['method']}\n{Path(r['run']).name[:24]}" for r in rows]
-    means = [r["accuracy"]["mean"] for r in rows]
-    errors = [
-        [r["accuracy"]["mean"] - r["accuracy"]["ci_low"] for r in rows],
-        [r["accuracy"]["ci_high"] - r["accuracy"]["mean"] for r in rows],
-    ]
-    figure, ax = plt.subplots(figsize=(max(5, 1.6 * len(rows)), 4.5))
-    ax.bar(range(len(rows)), means, yerr=errors, capsize=4, color="#4c72b0", label="method")
+    figure, ax = plt.subplots(figsize=(max(5.5, 1.8 * len(rows)), 4.8))
+    labelled = False
     for i, row in enumerate(rows):
+        acc = row["accuracy"]
+        ax.bar(i - 0.18, acc["mean"], width=0.34, color="#4c72b0", label="run" if i == 0 else None)
+        _error_bar(ax, i - 0.18, acc["mean"], acc["ci_low"], acc["ci_high"])
         base = row["same_budget_majority"]
-        if base:
-            ax.errorbar(
-                [i + 0.3],
-                [base["accuracy"]],
-                yerr=[[base["accuracy"] - base["ci_low"]], [base["ci_high"] - base["accuracy"]]],
-                fmt="D",
-                color="#dd8452",
-                capsize=3,
-                label="majority at the same budget" if i == 0 else None,
-            )
-    ax.set_xticks(range(len(rows)), labels, fontsize=8)
+        if base and "accuracy" in base:
+            ax.bar(i + 0.18, base["accuracy"], width=0.34, color="#dd8452", label=None if labelled else "majority")
+            _error_bar(ax, i + 0.18, base["accuracy"], base["ci_low"], base["ci_high"])
+            labelled = True
+    ax.set_xticks(range(len(rows)), [f"{r['method']}\n{Path(r['run']).name[:24]}" for r in rows], fontsize=8)
+    ax.set_xlabel("run (rollouts per problem set the majority's k)")
     ax.set_ylabel("accuracy (95% CI)")
     ax.set_ylim(0, 1)
+    benches = sorted({r["bench"] for r in rows})
+    models = sorted({r["model"] for r in rows})
+    ax.set_title(f"{', '.join(benches)} · {', '.join(models)}: each run beside majority at its budget", fontsize=10)
     ax.legend(fontsize=8)
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)
     return path
+
+
+def _error_bar(ax: Any, x: float, mean: float, low: float, high: float) -> None:
+    ax.errorbar(x, mean, yerr=[[mean - low], [high - mean]], color="black", capsize=4)

@@ -24,6 +24,7 @@ from testtime.core.records import Problem
 from testtime.core.results import ResultRecord
 from testtime.core.rollout import RetryPolicy, RolloutEngine
 from testtime.core.rundir import RunDir, default_run_path
+from testtime.core.trace import Trace
 from testtime.experiments.config import RunConfig, versions
 from testtime.experiments.display import RunProgress
 from testtime.methods import METHODS, Method, MethodContext, PerProblem, load_methods
@@ -166,6 +167,7 @@ def execute(
         retry=RetryPolicy(call_timeout_s=config.request_timeout),
         max_cost_usd=config.max_cost,
         max_tokens_total=config.max_tokens_total,
+        trace=Trace(run.path),
     )
     params = config.sampling()
     ctx = MethodContext(
@@ -181,12 +183,22 @@ def execute(
     started = time.perf_counter()
     stopped = None
     try:
-        with RunProgress(len(problems), len(done), ledger.totals, enabled=progress) as bar:
+        per_problem = method.planned_calls(benchmark.domain, config.n)
+        rounds = method.planned_rounds()
+        with RunProgress(
+            len(problems),
+            len(done),
+            ledger.totals,
+            enabled=progress,
+            planned_calls=per_problem * len(todo) if per_problem else None,
+            rounds=(rounds * len(problems), checkpoints.finished_rounds) if rounds else None,
+        ) as bar:
             asyncio.run(_solve(method, todo, ctx, benchmark, references, run, bar, model))
     except BudgetExhausted as exc:
         stopped = str(exc)  # finished problems are saved; a resume with a larger budget continues
     finally:
         ledger.close()
+        engine.trace.close()
         cache.close()
         benchmark.close()
     records = run.read_results()

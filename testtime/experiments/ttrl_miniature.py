@@ -19,10 +19,10 @@ from pathlib import Path
 from statistics import mean
 from typing import Any
 
+from testtime.core.results import read_steps
 from testtime.core.rundir import RunDir
 from testtime.experiments.config import RunConfig
 from testtime.experiments.run import execute, start_run
-from testtime.methods.ttrl.reward import read_steps
 from testtime.models import DEFAULT_MODEL
 
 

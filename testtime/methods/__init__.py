@@ -72,6 +72,7 @@ def make_candidates(problem: Problem, completions: Sequence[Completion]) -> list
             finish_reason=c.finish_reason,
             error=c.error,
             completion_tokens=c.usage.completion_tokens,
+            call=c.call,
         )
         for i, c in enumerate(completions)
     ]
@@ -131,6 +132,14 @@ class Method(ABC):
         if self.selector is None:
             raise TypeError(f"{self.name} does not select")
         return self.selector
+
+    def planned_calls(self, domain: str, n: int | None) -> int | None:
+        """Model calls one problem costs by construction (a progress bar's total); None when not known."""
+        return None
+
+    def planned_rounds(self) -> int | None:
+        """Rounds (TRT) or steps (RSA) per problem, for the progress bar; None for single-shot methods."""
+        return None
 
     @abstractmethod
     def stream(self, problems: Sequence[Problem], ctx: MethodContext) -> AsyncIterator[ProblemResult]:

@@ -17,6 +17,9 @@ class Majority(PerProblem):
     Options = SelectorChoice
     run_flags = SAMPLING_FLAGS | {"n"}
 
+    def planned_calls(self, domain: str, n: int | None) -> int | None:
+        return (n or DEFAULT_N) + (domain == "code")  # code: one more call writes test inputs
+
     async def solve(self, problem: Problem, ctx: MethodContext) -> ProblemResult:
         completions = await ctx.engine.sample(
             ctx.prompt(problem), ctx.n or DEFAULT_N, ctx.params, problem_id=problem.id

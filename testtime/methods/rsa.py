@@ -56,6 +56,12 @@ class RSA(PerProblem):
     options: RSAOptions
     flag_hints: ClassVar[dict[str, str]] = {"n": "its population is --method-opt population=N"}
 
+    def planned_calls(self, domain: str, n: int | None) -> int | None:
+        return self.options.population * self.options.steps + (domain == "code")
+
+    def planned_rounds(self) -> int | None:
+        return self.options.steps
+
     async def solve(self, problem: Problem, ctx: MethodContext) -> ProblemResult:
         n = self.options.population
         saved = ctx.checkpoints.last(problem.id)

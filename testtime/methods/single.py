@@ -14,6 +14,9 @@ class Single(PerProblem):
     name = "single"
     flag_hints: ClassVar[dict[str, str]] = {"n": "it draws one sample; use --method majority --n N"}
 
+    def planned_calls(self, domain: str, n: int | None) -> int | None:
+        return 1
+
     async def solve(self, problem: Problem, ctx: MethodContext) -> ProblemResult:
         completions = await ctx.engine.sample(ctx.prompt(problem), 1, ctx.params, problem_id=problem.id)
         candidates = make_candidates(problem, completions)

@@ -6,9 +6,9 @@ import pytest
 
 from testtime.core.ledger import Ledger
 from testtime.core.records import Problem
-from testtime.core.results import TTRLStep
+from testtime.core.results import TTRLStep, read_steps
 from testtime.methods.ttrl.monitor import CollapseAlarm, LabelHistory
-from testtime.methods.ttrl.reward import StepLog, VoteReward, read_steps
+from testtime.methods.ttrl.reward import StepLog, VoteReward
 from testtime.methods.ttrl.settings import TTRLSettings
 from testtime.selectors import SelectionContext, build_selector
 

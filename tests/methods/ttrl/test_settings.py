@@ -37,6 +37,7 @@ def test_cpu_preset_then_explicit_options_on_top():
         ({"prompts_per_step": "3", "mini_batch_prompts": "2"}, "multiple of mini_batch_prompts"),
         ({"colour": "blue"}, "ttrl does not take option 'colour'"),
         ({"n_votes": "8"}, "did you mean n_vote"),
+        ({"report_to": "mlflow"}, "unknown tracker 'mlflow'"),
     ],
 )
 def test_bad_options_are_user_errors(options, message):
@@ -59,3 +60,8 @@ def test_what_the_user_set_wins_over_the_tasks_schedule():
     assert s.epochs == 2 and s.prompts_per_step == 8
     cpu = TTRLSettings.from_options({"preset": "cpu"}).for_benchmark("aime24", set())
     assert cpu.epochs == 10 and cpu.steps == 12  # only the paper preset has per-task schedules
+
+
+def test_a_tracker_is_passed_to_trl_when_installed():
+    pytest.importorskip("tensorboard")
+    assert TTRLSettings.from_options({"report_to": "tensorboard"}).report_to == "tensorboard"

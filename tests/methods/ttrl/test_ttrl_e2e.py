@@ -43,7 +43,7 @@ def test_two_steps_train_the_weights_and_resume_after_a_kill(tmp_path):
     args = [sys.executable, "-m", "testtime.cli", "run", "--method", "ttrl", "--preset", "cpu", "--bench", "arith"]
     args += ["--bench-opt", "size=4", "--steps", "2", "--n", "2", "--quiet"]
     # 2 prompts per rollout step, one update each; 12 votes of which 8 are trained (4 extra votes per prompt)
-    for option in ("save_steps=1", "prompts_per_step=2", "mini_batch_prompts=2", "n_vote=12"):
+    for option in ("save_steps=1", "prompts_per_step=2", "mini_batch_prompts=2", "n_vote=12", "report_to=tensorboard"):
         args += ["--method-opt", option]
     first = subprocess.Popen([*args, "--out", str(run)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     saved = run / "ttrl" / "checkpoints" / "checkpoint-1" / "trainer_state.json"
@@ -81,6 +81,7 @@ def test_two_steps_train_the_weights_and_resume_after_a_kill(tmp_path):
     records = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
     voted = [v for r in records for v in r["ttrl"]["votes"]]
     assert len(voted) == 4 and all(len(v["answers"]) == 8 for v in voted)  # 2 steps × 2 prompts, 8 trained each
+    assert list((run / "ttrl" / "tensorboard").glob("**/events.out.tfevents*"))  # TRL's metrics, to a tracker
     purposes = [e.purpose for e in read_entries(run / "ledger.jsonl")]
     assert purposes.count("ttrl_vote") >= 4 * 4  # the extra votes are in the ledger too (a killed step's as well)
 

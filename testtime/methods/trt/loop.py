@@ -105,6 +105,14 @@ class TRT(PerProblem):
         ):
             self.selector = type(self.selector)(rule=self.options.exclusivity_rule)
 
+    def planned_calls(self, domain: str, n: int | None) -> int | None:
+        k = self.options.rollouts or (2 if domain == "code" else 4)
+        reflect = self.options.knowledge or self.options.strategies
+        return int(self.options.strategies) + self.options.rounds * (k + (domain == "code") + reflect)
+
+    def planned_rounds(self) -> int | None:
+        return self.options.rounds
+
     def _k(self, problem: Problem) -> int:
         return self.options.rollouts or (2 if problem.domain == "code" else 4)  # the paper's defaults per domain
 

@@ -23,10 +23,9 @@ from typing import Any, ClassVar
 
 from testtime.core.errors import UserError
 from testtime.core.records import Candidate, Problem, SamplingParams
-from testtime.core.results import ProblemResult, TTRLEvaluation, TTRLRecord, TTRLVote
+from testtime.core.results import ProblemResult, TTRLEvaluation, TTRLRecord, TTRLVote, read_steps
 from testtime.core.rollout import RolloutEngine
 from testtime.methods import METHODS, Method, MethodContext, make_candidates
-from testtime.methods.ttrl.reward import read_steps
 from testtime.methods.ttrl.settings import TTRLSettings
 from testtime.methods.ttrl.trl_backend import require_trl, train_ttrl
 from testtime.models import resolve_model

@@ -11,19 +11,16 @@ one `sandbox` line.
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from testtime.core.jsonl import repair_tail
 from testtime.core.ledger import Ledger, LedgerEntry
 from testtime.core.records import Message, Problem
-from testtime.core.results import TTRLStep, TTRLVote
+from testtime.core.results import TTRLStep, TTRLVote, read_steps
 from testtime.methods.ttrl.monitor import LabelHistory, vote_stats
 from testtime.methods.ttrl.settings import TTRLSettings
 from testtime.methods.ttrl.vote import PromptVote, VotePolicy, vote
@@ -55,18 +52,6 @@ class StepLog:
     def write(self, record: TTRLStep) -> None:
         with self.path.open("a", encoding="utf-8") as f:
             f.write(record.model_dump_json(exclude_none=True) + "\n")
-
-
-def read_steps(path: Path) -> list[TTRLStep]:
-    """The records of a steps.jsonl (none if absent); a line torn by a kill is skipped."""
-    records = []
-    if path.exists():
-        for line in path.read_text().splitlines():
-            try:
-                records.append(TTRLStep.model_validate(json.loads(line)))
-            except (ValueError, ValidationError):
-                continue
-    return records
 
 
 class VoteReward:

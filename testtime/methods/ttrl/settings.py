@@ -12,9 +12,10 @@ by a flag or `--method-opt KEY=VALUE`.
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from testtime.core.errors import UserError
 from testtime.core.options import flag
@@ -45,6 +46,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 # The paper's per-task schedule (TTRL's scripts, reference ttrl.md §8): epochs over the set and prompts per
 # rollout step. Our amc23 has 40 problems where TTRL's AMC has 83, so its 30 epochs are 150 steps, not 300.
+TRACKERS = {"wandb": "wandb", "tensorboard": "tensorboard"}  # name → the module TRL's callback imports
 PAPER_SCHEDULES: dict[str, dict[str, int]] = {
     "aime24": {"epochs": 80, "prompts_per_step": 8},
     "aime25": {"epochs": 80, "prompts_per_step": 8},
@@ -91,6 +93,17 @@ class TTRLSettings(SelectorChoice):
     lora: bool = Field(False, description="train LoRA adapters instead of all weights")
     lora_rank: int = Field(16, ge=1, description="LoRA rank")
     use_vllm: bool = Field(False, description="TRL's vLLM rollouts (colocated; needs vllm)")
+    report_to: str = Field("", description="trackers for TRL's metrics, comma-separated: wandb, tensorboard")
+
+    @field_validator("report_to")
+    @classmethod
+    def _trackers_installed(cls, value: str) -> str:
+        for tracker in [t.strip() for t in value.split(",") if t.strip()]:
+            if tracker not in TRACKERS:
+                raise ValueError(f"unknown tracker '{tracker}'; choose from {', '.join(TRACKERS)}")
+            if importlib.util.find_spec(TRACKERS[tracker]) is None:
+                raise ValueError(f"report_to={tracker} needs it installed: pip install {tracker}")
+        return value
 
     @model_validator(mode="after")
     def _check(self) -> TTRLSettings:

@@ -120,6 +120,7 @@ def train_ttrl(
 ) -> Path:
     """Train with the selection reward until the configured steps (or a collapse stop); returns `ttrl/final`."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TENSORBOARD_LOGGING_DIR", str(workdir / "ttrl" / "tensorboard"))  # in the run directory
     import torch
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
@@ -160,7 +161,7 @@ def train_ttrl(
         logging_steps=1,
         save_strategy="steps",
         save_steps=settings.save_steps,
-        report_to=[],
+        report_to=[t.strip() for t in settings.report_to.split(",") if t.strip()],
         seed=seed,
         disable_tqdm=False,
     )

@@ -1,0 +1,120 @@
+"""`testtime view` in a real headless browser (Debian's chromium): the page renders with no script error and
+shows a problem's rounds, served from 127.0.0.1 or as one static file; a model's text cannot script it."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from subprocess import CompletedProcess
+
+import pytest
+
+from testtime.experiments.viewer import Viewer, load
+
+Cli = Callable[..., CompletedProcess[str]]
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="no chromium here (apt-get install chromium)")
+
+
+def dom(url: str) -> str:
+    """The page as the browser left it after its scripts ran."""
+    done = subprocess.run(
+        [
+            CHROMIUM or "",
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--virtual-time-budget=5000",
+            "--dump-dom",
+            url,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def errors_in(page: str) -> str:
+    start = page.index('<pre id="errors"')
+    return page[page.index(">", start) + 1 : page.index("</pre>", start)]
+
+
+@pytest.fixture(scope="module")
+def trt_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("view") / "trt"
+    done = subprocess.run(
+        [sys.executable, "-m", "testtime.cli", "run", "--method", "trt", "--bench", "arith", "--limit", "3",
+         "-T", "2", "-K", "2", "--model", "fake:echo", "--quiet", "--out", str(out)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+@needs_chromium
+def test_the_static_page_shows_a_problems_rounds_without_errors(trt_run: Path, testtime_cli: Cli) -> None:
+    page_file = trt_run.parent / "trt.html"
+    assert testtime_cli("view", str(trt_run), "--html", str(page_file)).returncode == 0
+    page = dom(f"{page_file.as_uri()}#run=0&problem=arith-d2-1")
+    assert 'data-ready="1"' in page and 'data-shown="arith-d2-1"' in page
+    assert errors_in(page).strip() == ""
+    assert "round 1: selected" in page and "round 2: selected" in page and "strategies for the next round" in page
+
+
+@needs_chromium
+def test_the_served_page_fetches_a_problem_on_demand(trt_run: Path) -> None:
+    with Viewer(load([trt_run])) as viewer:
+        page = dom(f"{viewer.url}#run=0&problem=arith-d2-2")
+    assert 'data-shown="arith-d2-2"' in page and errors_in(page).strip() == ""
+    assert "round 2: selected" in page and "reflection" in page
+
+
+@needs_chromium
+def test_a_models_text_cannot_script_the_page(tmp_path: Path, testtime_cli: Cli) -> None:
+    hostile = "<img src=x onerror=\"document.body.dataset.pwned='1'\"><script>document.body.dataset.pwned='1'</script>"
+    out = tmp_path / "run"
+    done = testtime_cli("run", "--method", "majority", "--bench", "arith", "--limit", "1", "--n", "2", "--quiet",
+                        "--model", f"fake:const:{hostile} \\boxed{{1}}", "--out", str(out))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    page_file = tmp_path / "view.html"
+    assert testtime_cli("view", str(out), "--html", str(page_file)).returncode == 0
+    page = dom(f"{page_file.as_uri()}#run=0&problem=arith-d2-0")
+    assert 'data-shown="arith-d2-0"' in page and "data-pwned" not in page
+    assert "&lt;script&gt;" in page  # shown as text
+
+
+@needs_chromium
+def test_a_code_run_shows_the_execution_verdict_matrix(
+    tmp_path: Path, shared_data: Path, open_sandbox_or_skip, testtime_cli: Cli
+) -> None:  # type: ignore[no-untyped-def]
+    program = "```python\nn = input()\nprint(n)\n```"
+    out = tmp_path / "code"
+    args = ["run", "--method", "majority", "--bench", "lcb-v6", "--data-dir", str(shared_data), "--limit", "1"]
+    done = testtime_cli(
+        *args, "--n", "2", "--quiet", "--model", f"fake:const:{program}", "--out", str(out), timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    [record] = [line for line in (out / "results.jsonl").read_text().splitlines()]
+    pid = record.split('"problem_id": "')[1].split('"')[0]
+    page_file = tmp_path / "code.html"
+    assert testtime_cli("view", str(out), "--html", str(page_file)).returncode == 0
+    page = dom(f"{page_file.as_uri()}#run=0&problem={pid}")
+    assert "execution verdicts" in page and "public 1" in page and errors_in(page).strip() == ""
+
+
+def test_export_writes_an_inspect_log_that_inspect_reads_back(trt_run: Path, tmp_path: Path, testtime_cli: Cli) -> None:
+    log_module = pytest.importorskip("inspect_ai.log")
+    out = tmp_path / "trt.eval"
+    done = testtime_cli("export", str(trt_run), "--format", "inspect", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    log = log_module.read_eval_log(str(out))
+    assert log.status == "success" and log.eval.task == "testtime/trt/arith" and len(log.samples) == 3
+    sample = next(s for s in log.samples if s.id == "arith-d2-1")
+    assert sample.scores["testtime"].value in ("C", "I") and "What is" in str(sample.input)
+    assert [r["round"] for r in sample.metadata["rounds"]] == [1, 2]
+    assert log.results.scores[0].metrics["accuracy"].value == pytest.approx(0.0)

@@ -1,0 +1,202 @@
+"""What `testtime view` shows, read from run directories: an index (the run table, one row per problem with its
+grade and cost) built at once, and a problem's detail (candidates with answers, classes and votes; TRT and
+RSA rounds with strategies, knowledge before and after, the reflection's text, refutations and evidence; the
+execution verdict matrix for code; TTRL's votes and step curves) built when asked for, so a 500-problem ×
+64-sample run opens quickly. Texts come from the run's trace; everything else from its typed records.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from testtime.core.ledger import LedgerEntry, read_entries
+from testtime.core.results import ResultRecord, TTRLStep, read_steps
+from testtime.core.rundir import RunDir
+from testtime.core.selection import ExecutionEvidence
+from testtime.core.trace import TraceLine, read_trace
+
+TEXT_CHARS = 6000  # a candidate's text as shown; the trace holds it whole
+
+
+@dataclass
+class LoadedRun:
+    path: Path
+    config: dict[str, Any]
+    summary: dict[str, Any]
+    records: dict[str, ResultRecord]
+    ledger: list[LedgerEntry]
+    calls: dict[str, TraceLine] = field(default_factory=dict)
+    blobs: dict[str, str] = field(default_factory=dict)
+    steps: list[TTRLStep] = field(default_factory=list)
+    reflections: dict[tuple[str, int | None], str] = field(default_factory=dict)
+
+
+def load_run(path: Path) -> LoadedRun:
+    run = RunDir.open_existing(path)
+    summary = json.loads(run.summary_path.read_text()) if run.summary_path.exists() else {}
+    lines, blobs = read_trace(path)
+    return LoadedRun(
+        path=path,
+        config=run.read_config(),
+        summary=summary,
+        records={r.problem_id: r for r in run.read_results()},
+        ledger=read_entries(run.ledger_path) if run.ledger_path.exists() else [],
+        calls={line.call: line for line in lines},
+        blobs=blobs,
+        steps=read_steps(path / "ttrl" / "steps.jsonl"),
+        reflections={
+            (line.problem_id, line.step): blobs.get(line.response, "")
+            for line in lines
+            if line.purpose == "reflect" and line.response
+        },
+    )
+
+
+def _cost(entries: list[LedgerEntry]) -> dict[str, Any]:
+    paid = [e for e in entries if e.kind == "model_call" and not e.cached]
+    return {
+        "calls": len(paid),
+        "tokens": sum(e.prompt_tokens + e.completion_tokens for e in paid),
+        "cost_usd": sum(e.cost_usd or 0.0 for e in paid),
+        "sandbox_s": round(sum(e.seconds for e in entries if e.kind == "sandbox"), 3),
+    }
+
+
+def index(run: LoadedRun) -> dict[str, Any]:
+    by_problem: dict[str, list[LedgerEntry]] = defaultdict(list)
+    for entry in run.ledger:
+        by_problem[entry.problem_id].append(entry)
+    settings = run.config.get("run", {})
+    summary = run.summary
+    return {
+        "name": run.path.name,
+        "path": str(run.path),
+        "method": settings.get("method"),
+        "bench": settings.get("bench"),
+        "model": settings.get("model"),
+        "method_config": run.config.get("method", {}),
+        "accuracy": summary.get("accuracy"),
+        "pass1": summary.get("pass@1_avg"),
+        "ledger": summary.get("ledger", {}),
+        "rounds": summary.get("rounds"),
+        "ttrl": {k: v for k, v in (summary.get("ttrl") or {}).items() if k != "per_step"},
+        "problems": [
+            {
+                "id": pid,
+                "correct": record.correct,
+                "status": record.status,
+                "prediction": (record.graded_answer or record.prediction or "")[:80],
+                "samples": len(record.candidates),
+                "rounds": len(record.rounds),
+                **_cost(by_problem[pid]),
+            }
+            for pid, record in run.records.items()
+        ],
+        "curves": _curves(run),
+    }
+
+
+def _curves(run: LoadedRun) -> dict[str, list[Any]]:
+    """TTRL's label-free step curves, and the audit's per-step accuracies, for the run page."""
+    audit = (run.summary.get("ttrl") or {}).get("per_step") or {}
+    return {
+        "step": [s.step for s in run.steps],
+        "majority_ratio": [s.majority_ratio for s in run.steps],
+        "entropy": [s.entropy for s in run.steps],
+        "reward": [s.reward for s in run.steps],
+        "audit_step": audit.get("step", []),
+        "label_correct": audit.get("label_correct", []),
+        "ground_truth_ratio": audit.get("ground_truth_ratio", []),
+    }
+
+
+def _text(run: LoadedRun, call: str | None) -> dict[str, Any] | None:
+    """A call's prompt (every message) and response, from the trace."""
+    line = run.calls.get(call or "")
+    if line is None:
+        return None
+    return {
+        "purpose": line.purpose,
+        "step": line.step,
+        "outcome": line.outcome,
+        "messages": [{"role": role, "text": run.blobs.get(blob, "")} for role, blob in line.messages],
+        "response": run.blobs.get(line.response or "", "") if line.response else "",
+    }
+
+
+def detail(run: LoadedRun, pid: str) -> dict[str, Any]:
+    record = run.records[pid]
+    selection = record.selection
+    classes = {s.index: s for s in selection.scores} if selection else {}
+    candidates = [
+        {
+            "index": c.index,
+            "answer": (c.answer or "")[:2000] if c.answer is not None else None,
+            "class": classes[c.index].cluster if c.index in classes else None,
+            "score": classes[c.index].score if c.index in classes else None,
+            "correct": record.sample_correct[i] if i < len(record.sample_correct) else None,
+            "status": record.sample_status[i] if i < len(record.sample_status) else None,
+            "error": c.error,
+            "text": c.text[:TEXT_CHARS],
+            "chosen": selection is not None and c.index == selection.index,
+            "call": _text(run, c.call),
+        }
+        for i, c in enumerate(record.candidates)
+    ]
+    audit = record.round_audit
+    rounds = []
+    for t, rnd in enumerate(record.rounds):
+        before = record.rounds[t - 1].knowledge if t else ()
+        rounds.append(
+            {
+                "round": rnd.round,
+                "selected": rnd.selected_answer,
+                "correct": audit.accuracy[t] if audit and t < len(audit.accuracy) else None,
+                "covered": audit.coverage[t] if audit and t < len(audit.coverage) else None,
+                "candidates": [c.model_dump() for c in rnd.candidates],
+                "knowledge_before": [k.model_dump() for k in before],
+                "knowledge_after": [k.model_dump() for k in rnd.knowledge],
+                "refutations": [r.model_dump() for r in rnd.refutations],
+                "rejected": list(rnd.rejected),
+                "next_strategies": [s.model_dump() for s in rnd.strategies],
+                "selection": rnd.selection.model_dump(mode="json") if rnd.selection else None,
+                "reflection": run.reflections.get((pid, rnd.round)),
+            }
+        )
+    matrix = None
+    if selection is not None and isinstance(selection.evidence, ExecutionEvidence):
+        evidence = selection.evidence
+        matrix = {
+            "public": evidence.suite.public,
+            "inputs": list(evidence.generated_inputs),
+            "rows": [{"index": row.index, "verdicts": [t.verdict for t in row.tests]} for row in evidence.report],
+        }
+    ttrl = None
+    if record.ttrl is not None:
+        steps = {s.step: s for s in record.ttrl_audit.steps} if record.ttrl_audit else {}
+        ttrl = {
+            "test_inputs": list(record.ttrl.test_inputs),
+            "votes": [
+                {
+                    **v.model_dump(mode="json"),
+                    "label_correct": steps[v.step].label_correct if v.step in steps else None,
+                    "reward_accuracy": steps[v.step].reward_accuracy if v.step in steps else None,
+                }
+                for v in record.ttrl.votes
+            ],
+        }
+    return {
+        "id": pid,
+        "correct": record.correct,
+        "status": record.status,
+        "prediction": record.prediction,
+        "selection": selection.model_dump(mode="json") if selection else None,
+        "candidates": candidates,
+        "rounds": rounds,
+        "matrix": matrix,
+        "ttrl": ttrl,
+    }

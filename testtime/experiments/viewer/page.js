@@ -1,0 +1,143 @@
+// testtime view: the page's script (see page.py). Model texts are only ever set with textContent.
+const $ = (tag, attrs = {}, ...kids) => {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) { if (k === "text") el.textContent = v; else el.setAttribute(k, v); }
+  for (const kid of kids) el.append(kid);
+  return el;
+};
+const fmt = (x, d = 3) => (x === null || x === undefined) ? "–" : (typeof x === "number" ? x.toFixed(d) : String(x));
+const ci = (m) => m ? `${fmt(m.mean)} [${fmt(m.ci_low)}, ${fmt(m.ci_high)}]` : "–";
+const verdict = (ok) => $("span", {class: ok ? "ok" : "bad", text: ok ? "✓" : "✗"});
+
+function curve(xs, series) {
+  const w = 420, h = 140, pad = 24, svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+  svg.setAttribute("width", w); svg.setAttribute("height", h);
+  const xmax = Math.max(1, ...xs), colours = ["#3b6fb6", "#c05a1a", "#2a8a3e", "#7a3fa0"];
+  Object.entries(series).forEach(([name, ys], i) => {
+    const points = xs.map((x, j) => ys[j] === null || ys[j] === undefined ? null :
+      `${pad + (w - 2 * pad) * x / xmax},${h - pad - (h - 2 * pad) * Math.max(0, Math.min(1, ys[j]))}`).filter(Boolean);
+    const line = document.createElementNS("http://www.w3.org/2000/svg", "polyline");
+    line.setAttribute("points", points.join(" ")); line.setAttribute("fill", "none");
+    line.setAttribute("stroke", colours[i % colours.length]);
+    svg.append(line);
+    const label = document.createElementNS("http://www.w3.org/2000/svg", "text");
+    label.setAttribute("x", pad + 110 * i); label.setAttribute("y", 12); label.setAttribute("font-size", "10");
+    label.setAttribute("fill", colours[i % colours.length]); label.textContent = name;
+    svg.append(label);
+  });
+  return svg;
+}
+
+function runTable(run, r) {
+  const box = $("div");
+  box.append($("h2", {text: `${run.method} on ${run.bench} · ${run.model}`}), $("div", {class: "muted", text: run.path}));
+  const facts = $("table");
+  const rows = [["accuracy (95% CI)", ci(run.accuracy)], ["pass@1 (avg over samples)", ci(run.pass1)],
+    ["calls / tokens / cost", `${run.ledger.calls ?? "–"} / ${run.ledger.tokens ?? "–"} / $${fmt(run.ledger.cost_usd, 4)}`]];
+  if (run.rounds) rows.push(["accuracy by round", run.rounds.accuracy.map(x => fmt(x, 2)).join(" ")],
+                            ["oracle coverage by round", run.rounds.coverage.map(x => fmt(x, 2)).join(" ")]);
+  if (run.ttrl && run.ttrl["pass@1_before"]) rows.push(["ttrl: pass@1 before → after", `${ci(run.ttrl["pass@1_before"])} → ${ci(run.ttrl["pass@1_after"])}`],
+                                                     ["ttrl: paired gain", ci(run.ttrl["pass@1_gain"])]);
+  for (const [k, v] of rows) facts.append($("tr", {}, $("th", {text: k}), $("td", {text: v})));
+  box.append(facts);
+  if (run.curves.step.length) box.append($("h3", {text: "TTRL steps"}), curve(run.curves.step,
+    {"majority ratio": run.curves.majority_ratio, "entropy": run.curves.entropy, "reward": run.curves.reward}),
+    curve(run.curves.audit_step, {"label accuracy (audit)": run.curves.label_correct, "policy accuracy (audit)": run.curves.ground_truth_ratio}));
+  const filter = $("input", {placeholder: "filter problems", id: `filter-${r}`});
+  const table = $("table", {}, $("tr", {}, ...["problem", "", "status", "prediction", "calls", "tokens", "cost"].map(t => $("th", {text: t}))));
+  for (const p of run.problems) {
+    const row = $("tr", {class: "problem", "data-run": r, "data-problem": p.id}, $("td", {text: p.id}), $("td", {}, verdict(p.correct)),
+      $("td", {text: p.status}), $("td", {text: p.prediction}), $("td", {text: p.calls}), $("td", {text: p.tokens}), $("td", {text: `$${fmt(p.cost_usd, 4)}`}));
+    row.onclick = () => { location.hash = `run=${r}&problem=${encodeURIComponent(p.id)}`; };
+    table.append(row);
+  }
+  filter.oninput = () => { for (const row of table.querySelectorAll("tr.problem")) row.style.display = row.dataset.problem.includes(filter.value) ? "" : "none"; };
+  box.append(filter, table);
+  return box;
+}
+
+function callView(call) {
+  if (!call) return $("span", {class: "muted", text: "(not in the trace)"});
+  const d = $("details", {}, $("summary", {text: `prompt (${call.purpose}, round ${call.step ?? "–"}, ${call.outcome})`}));
+  for (const m of call.messages) d.append($("div", {class: "muted", text: m.role}), $("pre", {text: m.text}));
+  return d;
+}
+
+function candidatesView(cands) {
+  const t = $("table", {}, $("tr", {}, ...["#", "", "answer", "class", "score", "status"].map(x => $("th", {text: x}))));
+  for (const c of cands) {
+    const row = $("tr", {class: c.chosen ? "chosen" : ""}, $("td", {text: c.index}), $("td", {}, verdict(c.correct)),
+      $("td", {text: c.answer === null ? "(none)" : c.answer.slice(0, 120)}), $("td", {text: fmt(c.class, 0)}), $("td", {text: fmt(c.score, 2)}),
+      $("td", {text: c.error ? `error: ${c.error}` : (c.status ?? "")}));
+    const more = $("tr", {}, $("td", {colspan: 6}, $("details", {}, $("summary", {text: "text"}), $("pre", {text: c.text})), callView(c.call)));
+    t.append(row, more);
+  }
+  return t;
+}
+
+function roundsView(rounds) {
+  const box = $("div", {class: "rounds"});
+  for (const r of rounds) {
+    const d = $("details", {class: "round", open: ""}, $("summary", {text: `round ${r.round}: selected ${r.selected ?? "(none)"} ${r.correct === null ? "" : (r.correct ? "✓" : "✗")}${r.covered ? " · covered" : ""}`}));
+    const cands = $("table", {}, $("tr", {}, ...["#", "answer", "strategy", "error"].map(x => $("th", {text: x}))));
+    for (const c of r.candidates) cands.append($("tr", {}, $("td", {text: c.index}), $("td", {text: c.answer ?? "(none)"}), $("td", {text: c.strategy ?? ""}), $("td", {text: c.error ?? ""})));
+    d.append(cands);
+    const list = (title, items, show) => { if (items.length) { d.append($("h3", {text: title})); const ul = $("ul"); for (const i of items) ul.append($("li", {text: show(i)})); d.append(ul); } };
+    list("knowledge before", r.knowledge_before, k => `[${k.id}] ${k.text}`);
+    list("knowledge after", r.knowledge_after, k => `[${k.id}] ${k.text}`);
+    list("refutations", r.refutations, x => `${x.answer} (round ${x.round}): ${x.reason}`);
+    list("rejected", r.rejected, x => x);
+    list("strategies for the next round", r.next_strategies, s => `${s.key_technique}: ${s.what_to_try}`);
+    if (r.reflection) d.append($("h3", {text: "reflection"}), $("pre", {text: r.reflection}));
+    if (r.selection) d.append($("details", {}, $("summary", {text: `selection evidence (${r.selection.rule})`}), $("pre", {text: JSON.stringify(r.selection.evidence, null, 1)})));
+    box.append(d);
+  }
+  return box;
+}
+
+function matrixView(m) {
+  const t = $("table", {class: "matrix"});
+  const width = m.rows.length ? m.rows[0].verdicts.length : 0, heads = ["candidate"];
+  for (let i = 0; i < width; i++) heads.push(i < m.public ? `public ${i + 1}` : `input ${i - m.public + 1}`);
+  t.append($("tr", {}, ...heads.map(h => $("th", {text: h}))));
+  for (const row of m.rows) t.append($("tr", {}, $("td", {text: row.index}), ...row.verdicts.map(v => $("td", {class: v === "pass" ? "ok" : "bad", text: v}))));
+  return t;
+}
+
+function votesView(t) {
+  const box = $("div");
+  if (t.test_inputs.length) box.append($("div", {class: "muted", text: `test inputs written before training: ${t.test_inputs.length}`}));
+  const table = $("table", {}, $("tr", {}, ...["step", "label", "label ok (audit)", "majority ratio", "rewards", "skipped"].map(x => $("th", {text: x}))));
+  for (const v of t.votes) table.append($("tr", {}, $("td", {text: v.step}), $("td", {text: (v.label ?? "(none)").slice(0, 60)}), $("td", {}, v.label_correct === null ? $("span") : verdict(v.label_correct)),
+    $("td", {text: fmt(v.majority_ratio, 2)}), $("td", {text: v.rewards.join(" ")}), $("td", {text: v.skipped ?? ""})));
+  box.append(table);
+  return box;
+}
+
+async function detailOf(r, pid) {
+  if (DATA.details) return DATA.details[r][pid];
+  const reply = await fetch(`api/detail?run=${r}&problem=${encodeURIComponent(pid)}`);
+  return await reply.json();
+}
+
+async function show() {
+  const params = new URLSearchParams(location.hash.slice(1));
+  const pane = document.getElementById("detail");
+  if (!params.has("problem")) { pane.replaceChildren($("p", {class: "muted", text: "pick a problem"})); return; }
+  const r = Number(params.get("run") || 0), pid = params.get("problem");
+  const d = await detailOf(r, pid);
+  pane.replaceChildren($("h2", {text: `${pid} `}, verdict(d.correct)), $("div", {text: `status ${d.status} · prediction ${String(d.prediction ?? "(none)").slice(0, 200)}`}));
+  if (d.selection) pane.append($("div", {class: "muted", text: `selection: ${d.selection.rule}${d.selection.tie ? " (tie)" : ""}`}));
+  if (d.rounds.length) pane.append($("h3", {text: "rounds"}), roundsView(d.rounds));
+  if (d.matrix && d.matrix.rows.length) pane.append($("h3", {text: "execution verdicts"}), matrixView(d.matrix));
+  if (d.ttrl) pane.append($("h3", {text: "TTRL votes"}), votesView(d.ttrl));
+  pane.append($("h3", {text: `candidates (${d.candidates.length})`}), candidatesView(d.candidates));
+  document.body.dataset.shown = pid;
+}
+
+window.onerror = (message) => { const e = document.getElementById("errors"); e.textContent += String(message) + "\n"; };
+window.addEventListener("unhandledrejection", (event) => window.onerror(String(event.reason)));
+window.addEventListener("hashchange", show);
+const runs = document.getElementById("runs");
+DATA.runs.forEach((run, r) => runs.append(runTable(run, r)));
+show().then(() => { document.body.dataset.ready = "1"; });

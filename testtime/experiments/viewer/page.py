@@ -1,0 +1,31 @@
+"""The viewer's one page: plain HTML, CSS and JavaScript, no external asset (it works offline and as a file).
+
+The data arrives as JSON: the index inline; a problem's detail inline too in a static page (`--html`), else
+fetched from the local server. Every text a model wrote is set with `textContent`, never parsed as HTML: a
+model output cannot script the page. `window.onerror` records errors on the page itself (tests read them).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).parent
+STYLE = (HERE / "page.css").read_text()
+SCRIPT = (HERE / "page.js").read_text()
+
+
+def render(data: dict[str, Any], title: str) -> str:
+    """The page, with `data` ({"runs": [...], "details": [...] or absent}) embedded as JSON."""
+    payload = json.dumps(data, ensure_ascii=False).replace("</", "<\\/")  # no "</script>" can close the tag early
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{_escape(title)}</title><style>{STYLE}</style>"
+        f"</head><body><header>testtime view · {_escape(title)}</header><main><div id='runs'></div>"
+        f"<div id='detail'></div></main><pre id='errors' style='color:#a31515'></pre>"
+        f"<script>const DATA = {payload};</script><script>{SCRIPT}</script></body></html>"
+    )
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
