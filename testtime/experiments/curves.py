@@ -103,9 +103,12 @@ def plot(points: list[Point], out: Path, title: str) -> list[Path]:
     written = []
     for axis, label in (("rollouts", "solver rollouts per problem"), ("tokens", "tokens per problem")):
         figure, ax = plt.subplots(figsize=(7, 4.5))
-        for series in dict.fromkeys(p.series for p in points):
+        names = list(dict.fromkeys(p.series for p in points))
+        for i, series in enumerate(names):
             mine = sorted((p for p in points if p.series == series), key=lambda p: getattr(p, axis))
-            xs = [getattr(p, axis) for p in mine]
+            # Series that meet at one x would hide each other's error bars: nudge each a little (log scale).
+            nudge = 2 ** (0.04 * (i - (len(names) - 1) / 2))
+            xs = [getattr(p, axis) * nudge for p in mine]
             ys = [p.accuracy for p in mine]
             errors = [[p.accuracy - p.ci_low for p in mine], [p.ci_high - p.accuracy for p in mine]]
             ax.errorbar(xs, ys, yerr=errors, marker="o", capsize=3, label=series)
