@@ -1,9 +1,11 @@
 """Rollout-engine overhead: 1,000 calls at concurrency 64 against 200 ms of injected latency.
 
-Two rows, run side by side: the engine with the fake backend (pure engine cost: cache, ledger, retries,
-semaphore) and the engine through litellm against a real local HTTP server (adds the client stack). The
+Three rows, run side by side: the engine with the fake backend (pure engine cost: cache, ledger, retries,
+semaphore), and the engine through litellm and through the direct `openai:` provider against one real local
+HTTP server (each adds its client stack). The
 server runs in its own process, so its threads neither share this process's GIL nor count in its CPU time.
-Ideal wall time = calls × latency / concurrency. Goal: ≤ 1.3× ideal, < 1 ms engine overhead per call.
+Ideal wall time = calls × latency / concurrency. Goals: ≤ 1.3× ideal, < 1 ms engine overhead per call;
+`openai:` ≤ 1.3× ideal and ≤ 1.5 ms CPU per call.
 
     .venv/bin/python perf/orchestration.py [--calls 1000] [--concurrency 64] [--latency 0.2]
 """
@@ -20,13 +22,14 @@ from pathlib import Path
 
 from testtime.core.cache import CompletionCache
 from testtime.core.ledger import Ledger
+from testtime.core.model import LanguageModel
 from testtime.core.records import Message, SamplingParams
 from testtime.core.rollout import RolloutEngine
 from testtime.models import resolve_model
 from testtime.models.fake import FakeModel
 
 
-def run_engine(model: object, calls: int, concurrency: int, folder: Path) -> tuple[float, float]:
+def run_engine(model: LanguageModel, calls: int, concurrency: int, folder: Path) -> tuple[float, float]:
     """Wall time of `calls` samples (spread over prompts of 8 samples), and the engine's own CPU per call."""
     engine = RolloutEngine(
         model,
@@ -39,6 +42,7 @@ def run_engine(model: object, calls: int, concurrency: int, folder: Path) -> tup
 
     async def main() -> None:
         await asyncio.gather(*(engine.sample(p, 8, SamplingParams(seed=1)) for p in prompts))
+        await model.aclose()
 
     wall, cpu = time.perf_counter(), time.process_time()
     asyncio.run(main())
@@ -69,6 +73,10 @@ def main() -> None:
         (Path(tmp) / "api").mkdir()
         wall, cpu = run_engine(api, args.calls, args.concurrency, Path(tmp) / "api")
         rows.append(("engine + litellm + local HTTP server", wall, cpu))
+        direct = resolve_model("openai:mock", api_base=url)
+        (Path(tmp) / "openai").mkdir()
+        wall, cpu = run_engine(direct, args.calls, args.concurrency, Path(tmp) / "openai")
+        rows.append(("engine + openai + local HTTP server", wall, cpu))
     server.kill()
     print(
         f"{args.calls} calls, concurrency {args.concurrency}, latency {args.latency * 1000:.0f} ms; "
@@ -79,7 +87,7 @@ def main() -> None:
         print(f"{name:40} {wall:8.2f} {wall / ideal:8.2f} {cpu / args.calls * 1000:12.2f}")
     print(
         "CPU ms/call is this process's CPU time per call: for the fake row that is the engine's own overhead "
-        "(cache, ledger, retries, scheduling); the litellm row adds the HTTP client stack."
+        "(cache, ledger, retries, scheduling); the API rows add their HTTP client stacks."
     )
 
 

@@ -88,7 +88,10 @@ def run(
         str | None, Opt(help="majority | exclusivity | execution (default: by method and domain)")
     ] = None,
     selector_opt: Annotated[list[str] | None, Opt("--selector-opt", help="selector option KEY=VALUE")] = None,
-    api_base: Annotated[str | None, Opt(help="OpenAI-compatible server URL for litellm: models")] = None,
+    api_base: Annotated[
+        list[str] | None,
+        Opt(help="OpenAI-compatible server URL (litellm:, openai:); repeat it, or name a file of URLs, for a fleet"),
+    ] = None,
     api_key_env: Annotated[str | None, Opt(help="env var holding the API key (never written to disk)")] = None,
     request_timeout: Annotated[float, Opt(help="seconds one attempt of a model call may take, then retried")] = 600.0,
     sandbox: Annotated[str, Opt(help="code benchmarks: auto | docker | bwrap (never the bare host)")] = "auto",
@@ -111,7 +114,7 @@ def run(
 
     from testtime.core.errors import first_error
     from testtime.core.rundir import RunDir
-    from testtime.experiments.config import RunConfig, method_options, parse_options
+    from testtime.experiments.config import RunConfig, api_bases, method_options, parse_options
     from testtime.experiments.display import (
         EXIT_ALL_FAILED,
         all_failed,
@@ -165,7 +168,7 @@ def run(
                 method_options=options,
                 max_cost=max_cost,
                 max_tokens_total=max_tokens_total,
-                api_base=api_base,
+                api_base=api_bases(api_base),
                 api_key_env=api_key_env,
                 request_timeout=request_timeout,
                 sandbox=sandbox,

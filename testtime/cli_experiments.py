@@ -35,6 +35,10 @@ def depth_width_command(
         list[str] | None, Opt("--rsa-opt", help="RSA option KEY=VALUE as in `run --method rsa` (population, ...)")
     ] = None,
     no_rsa: Annotated[bool, Opt("--no-rsa", help="leave RSA out of the grid")] = False,
+    ttrl: Annotated[
+        bool, Opt("--ttrl", help="add one TTRL run (local models), placed at all its tokens, training included")
+    ] = False,
+    ttrl_opt: Annotated[list[str] | None, Opt("--ttrl-opt", help="TTRL option KEY=VALUE (e.g. preset=cpu)")] = None,
     method_opt: Annotated[list[str] | None, Opt("--method-opt", help="TRT option KEY=VALUE for every width")] = None,
     limit: Annotated[int | None, Opt(help="only the first N problems")] = None,
     data_dir: Annotated[str | None, Opt(help="folder with <bench>.jsonl")] = None,
@@ -44,7 +48,10 @@ def depth_width_command(
     max_tokens: Annotated[int | None, Opt(help="max new tokens per sample (default 512)")] = None,
     concurrency: Annotated[int, Opt()] = 16,
     seed: Annotated[int, Opt()] = 0,
-    api_base: Annotated[str | None, Opt(help="OpenAI-compatible server URL for litellm: models")] = None,
+    api_base: Annotated[
+        list[str] | None,
+        Opt(help="OpenAI-compatible server URL (litellm:, openai:); repeat it, or name a file of URLs, for a fleet"),
+    ] = None,
     api_key_env: Annotated[str | None, Opt(help="env var holding the API key (never written to disk)")] = None,
     request_timeout: Annotated[float, Opt(help="seconds one attempt of a model call may take")] = 600.0,
     max_cost: Annotated[float | None, Opt(help="one budget (USD) for the whole grid; resumable")] = None,
@@ -53,22 +60,28 @@ def depth_width_command(
 ) -> None:
     """TRT over (T, K) beside majority and RSA, on accuracy-vs-rollouts and accuracy-vs-tokens plots.
 
-    RSA takes the options and defaults of `run --method rsa` (population 16, aggregate 4, steps 10)."""
+    RSA takes the options and defaults of `run --method rsa` (population 16, aggregate 4, steps 10). With
+    --ttrl, one TTRL run joins the grid at all its tokens (rollouts, votes, training, its answer), beside
+    majority and TRT at the same tokens."""
     import sys
 
     from rich.table import Table
 
     from testtime.experiments.ablate import depth_width
-    from testtime.experiments.config import parse_options
+    from testtime.experiments.config import api_bases, parse_options
     from testtime.experiments.display import console, results_console
     from testtime.methods.rsa import RSAOptions
     from testtime.methods.trt.loop import TRTOptions
+    from testtime.methods.ttrl.settings import TTRLSettings
 
     rsa = None if no_rsa else parse_options(rsa_opt or [], "--rsa-opt")
     if rsa is not None:
         RSAOptions.parse(rsa, "rsa")  # a bad shape fails before any sub-run starts
     trt_options = parse_options(method_opt or [], "--method-opt")
     TRTOptions.parse({**trt_options, "rounds": rounds}, "trt")
+    ttrl_options = parse_options(ttrl_opt or [], "--ttrl-opt") if ttrl else None
+    if ttrl_options is not None:
+        TTRLSettings.from_options(ttrl_options)
     base = {
         "bench": bench,
         "model": model,
@@ -79,7 +92,7 @@ def depth_width_command(
         "max_tokens": max_tokens,
         "concurrency": concurrency,
         "seed": seed,
-        "api_base": api_base,
+        "api_base": api_bases(api_base),
         "api_key_env": api_key_env,
         "request_timeout": request_timeout,
         "max_cost": max_cost,
@@ -96,6 +109,7 @@ def depth_width_command(
         trt_options,
         progress=not quiet and sys.stderr.isatty(),
         log=console.print,
+        ttrl=ttrl_options,
     )
     table = Table("series", "rollouts/problem", "tokens/problem", "accuracy", "95% CI", title=f"depth × width: {out}")
     for p in points:

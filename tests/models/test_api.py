@@ -1,4 +1,5 @@
-"""The litellm path against a real local OpenAI-compatible HTTP server, with injected faults."""
+"""The API paths (`litellm:` and the direct `openai:` provider) against a real local OpenAI-compatible HTTP
+server, with injected faults: both give the same retries, fault semantics, timeouts, ledger and cache."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from testtime.core.cache import CompletionCache
 from testtime.core.ledger import Ledger
 from testtime.core.records import Message, SamplingParams
@@ -16,10 +19,18 @@ from testtime.models import resolve_model
 from testtime.models.mock_server import MockChatServer
 
 PROMPT = [Message(role="user", content="What is 4 + 5?")]
+PROVIDERS = ["litellm:openai/mock", "openai:mock"]
 
 
-def sample(server: MockChatServer, n: int, timeout_s: float = 5.0, attempts: int = 4) -> tuple[list, RolloutEngine]:
-    model = resolve_model("litellm:openai/mock", api_base=server.url, request_timeout_s=timeout_s)
+@pytest.fixture(params=PROVIDERS)
+def provider(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+def sample(
+    server: MockChatServer, n: int, provider: str, timeout_s: float = 5.0, attempts: int = 4
+) -> tuple[list, RolloutEngine]:
+    model = resolve_model(provider, api_base=server.url, request_timeout_s=timeout_s)
     engine = RolloutEngine(
         model,
         model_name=model.name,
@@ -28,49 +39,58 @@ def sample(server: MockChatServer, n: int, timeout_s: float = 5.0, attempts: int
         concurrency=4,
         retry=RetryPolicy(max_attempts=attempts, base_delay_s=0.01),
     )
-    return asyncio.run(engine.sample(PROMPT, n, SamplingParams(max_tokens=16))), engine
+
+    async def main() -> list:
+        try:
+            return await engine.sample(PROMPT, n, SamplingParams(max_tokens=16))
+        finally:
+            await model.aclose()
+
+    return asyncio.run(main()), engine
 
 
-def test_completions_and_usage_come_back() -> None:
+def test_completions_and_usage_come_back(provider: str) -> None:
     with MockChatServer() as server:
-        out, engine = sample(server, 3)
+        out, engine = sample(server, 3, provider)
     assert [c.text for c in out] == ["The answer is \\boxed{5}."] * 3
     assert engine.ledger.totals.calls == 3 and engine.ledger.totals.completion_tokens == 12
     assert engine.ledger.totals.cost_known is False  # a made-up model has no price: unknown, not $0
 
 
-def test_429_with_retry_after_and_500_are_retried() -> None:
+def test_429_with_retry_after_and_500_are_retried(provider: str) -> None:
     with MockChatServer(faults={1: 429, 2: 500, 3: 503}) as server:
-        [completion], engine = sample(server, 1)
+        [completion], engine = sample(server, 1, provider)
         assert server.requests == 4
     assert completion.error is None
     assert engine.ledger.totals.retries == 3
 
 
-def test_a_hanging_server_times_out_and_the_retry_succeeds() -> None:
+def test_a_hanging_server_times_out_and_the_retry_succeeds(provider: str) -> None:
     with MockChatServer(faults={1: "hang"}) as server:
-        [completion], engine = sample(server, 1, timeout_s=0.5)
+        [completion], engine = sample(server, 1, provider, timeout_s=0.5)
     assert completion.error is None and engine.ledger.totals.retries == 1
 
 
-def test_client_errors_are_not_retried() -> None:
+def test_client_errors_are_not_retried(provider: str) -> None:
     with MockChatServer(faults={1: 400, 2: 400}) as server:
-        [completion], engine = sample(server, 1)
+        [completion], engine = sample(server, 1, provider)
         assert server.requests == 1
     assert completion.finish_reason == "error" and engine.ledger.totals.errors == 1
 
 
-def test_persistent_outage_ends_as_an_error_record() -> None:
+def test_persistent_outage_ends_as_an_error_record(provider: str) -> None:
     with MockChatServer(faults={i: 500 for i in range(1, 10)}) as server:
-        [completion], _ = sample(server, 1, attempts=3)
+        [completion], _ = sample(server, 1, provider, attempts=3)
         assert server.requests == 3
     assert completion.error is not None and "after 3 attempts" in completion.error
 
 
-def test_cli_run_through_litellm_never_writes_the_key(tmp_path: Path, testtime_cli: Callable[..., Any]) -> None:
+def test_cli_run_through_the_api_never_writes_the_key(
+    tmp_path: Path, testtime_cli: Callable[..., Any], provider: str
+) -> None:
     secret = "sk-test-" + "7" * 24
     with MockChatServer() as server:
-        args = "run --method majority --bench arith --limit 3 --n 2 --quiet --model litellm:openai/mock".split()
+        args = f"run --method majority --bench arith --limit 3 --n 2 --quiet --model {provider}".split()
         result = testtime_cli(
             *args,
             "--api-base",

@@ -19,7 +19,7 @@ PROMPT = [Message(role="user", content="What is 20 + 22?")]
     ("spec", "message"),
     [
         ("gpt-4o", "no provider prefix"),
-        ("nope:model", "unknown model provider 'nope'; available: fake, hf, litellm, vllm"),
+        ("nope:model", "unknown model provider 'nope'; available: fake, hf, litellm, openai, vllm"),
         ("litellm:gpt-4o", "needs a provider"),
         ("fake:weird", "unknown fake model"),
         ("hf:", "needs a model folder"),
@@ -30,12 +30,19 @@ def test_bad_specs_fail_with_a_clear_line(spec: str, message: str) -> None:
         resolve_model(spec)
 
 
-def test_vllm_absent_is_a_clear_error() -> None:
+def test_vllm_absent_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     import importlib.util
+
+    from testtime.models import vllm_server
 
     if importlib.util.find_spec("vllm") is not None:
         pytest.skip("vLLM is installed here")
-    with pytest.raises(UserError, match="needs vLLM"):
+    monkeypatch.delenv(vllm_server.VLLM_PYTHON_ENV, raising=False)
+    monkeypatch.setattr(vllm_server, "CHECKOUT_VENV", tmp_path / "no-venv" / "bin" / "python")
+    with pytest.raises(UserError, match=r"needs vLLM, which is not installed: bash scripts/install --vllm"):
+        resolve_model("vllm:/models/x")
+    monkeypatch.setenv(vllm_server.VLLM_PYTHON_ENV, str(tmp_path / "nowhere" / "python"))
+    with pytest.raises(UserError, match="which does not exist"):
         resolve_model("vllm:/models/x")
 
 

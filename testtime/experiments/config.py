@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import platform
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from testtime.core.errors import UserError, first_error
 from testtime.core.records import SamplingParams
@@ -30,12 +31,25 @@ class RunConfig(BaseModel):
     data_dir: str | None = None
     bench_options: dict[str, str] = {}
     method_options: dict[str, Any] = {}
-    api_base: str | None = None
+    api_base: list[str] = []  # several: a fleet; calls spread over the servers by load
     api_key_env: str | None = None
     sandbox: str = "auto"
     request_timeout: float = Field(default=600.0, gt=0)  # seconds per attempt; a reasoning call may take minutes
     max_cost: float | None = Field(default=None, gt=0)  # USD; stops cleanly, resumable with a larger budget
     max_tokens_total: int | None = Field(default=None, gt=0)
+
+    @field_validator("api_base", mode="before")
+    @classmethod
+    def _bases(cls, value: Any) -> Any:
+        return [] if value is None else [value] if isinstance(value, str) else value  # configs before fleets
+
+    @field_validator("api_base")
+    @classmethod
+    def _urls(cls, bases: list[str]) -> list[str]:
+        for base in bases:
+            if not base.startswith(("http://", "https://")):
+                raise ValueError(f"'{base}' is not an http(s) URL")
+        return bases
 
     def sampling(self) -> SamplingParams:
         """The sampling parameters a method starts from (`--temperature` and friends, else the defaults)."""
@@ -97,3 +111,24 @@ def method_options(
         if selector_pairs:
             options["selector_options"] = parse_options(selector_pairs, "--selector-opt")
     return options
+
+
+def api_bases(values: list[str] | None) -> list[str]:
+    """`--api-base` values: URLs, or files that list one URL a line (blank lines and `#` comments skipped)."""
+    bases: list[str] = []
+    for value in values or []:
+        if value.startswith(("http://", "https://")):
+            bases.append(value)
+            continue
+        path = Path(value)
+        if not path.is_file():
+            raise UserError(f"--api-base {value}: neither an http(s) URL nor a file of URLs")
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UserError(f"--api-base {value}: cannot read it ({exc})") from None
+        listed = [line.split("#", 1)[0].strip() for line in lines]
+        bases.extend(line for line in listed if line)
+        if not any(listed):
+            raise UserError(f"--api-base {value}: the file lists no URL")
+    return bases

@@ -1,4 +1,4 @@
-"""Model backends, chosen by the prefix of `--model`: `hf:`, `litellm:`, `vllm:`, `fake:`.
+"""Model backends, chosen by the prefix of `--model`: `hf:`, `litellm:`, `openai:`, `vllm:`, `fake:`.
 
 Each backend module registers itself in `MODELS`; heavy libraries (torch, transformers, litellm, vllm)
 are imported only when a model of that kind is built.
@@ -15,7 +15,7 @@ from testtime.core.registry import Registry
 
 MODELS: Registry[LanguageModel] = Registry("model provider")
 
-_BACKEND_MODULES = ("fake", "hf", "api", "vllm_engine")
+_BACKEND_MODULES = ("fake", "hf", "api", "openai_api", "vllm_engine")
 DEFAULT_MODEL = "hf:smollm2-135m"
 
 

@@ -3,7 +3,9 @@
 `litellm:<provider>/<model>`, e.g. `litellm:openai/gpt-4o-mini`, or with `--api-base
 http://127.0.0.1:8000/v1` and `litellm:openai/<served-name>` for a local server. Keys come from the
 provider's usual environment variable (or `--api-key-env NAME`); they are never written to the run.
-litellm's own retries are off: the rollout engine is the one place that retries.
+litellm's own retries are off: the rollout engine is the one place that retries. With several `--api-base`
+values, litellm's Router spreads calls over them (least busy first), puts a failing server in cooldown and
+sends the failed call to another server at once; only when every server fails does the engine back off.
 """
 
 from __future__ import annotations
@@ -30,6 +32,10 @@ def _import_litellm() -> Any:
     return litellm
 
 
+FLEET = "testtime-fleet"  # the Router's name for the one model all the servers serve
+OUT_S = 5.0  # how long the Router keeps a failing server out
+
+
 def _retry_after(exc: Exception) -> float | None:
     response = getattr(exc, "response", None)
     headers = getattr(response, "headers", None) or getattr(exc, "headers", None) or {}
@@ -44,21 +50,38 @@ class LiteLLMModel(LanguageModel):
         self,
         model: str,
         *,
-        api_base: str | None = None,
+        api_bases: Sequence[str] = (),
         api_key_env: str | None = None,
         request_timeout_s: float = 600.0,
     ) -> None:
         self.name = f"litellm:{model}"
         self.model = model
-        self.api_base = api_base
+        self.api_bases = list(api_bases)
         self.api_key_env = api_key_env
         self.request_timeout_s = request_timeout_s
         self._litellm = _import_litellm()
+        self._router = self._fleet() if len(self.api_bases) > 1 else None
+
+    def _fleet(self) -> Any:
+        key = self._api_key()
+        deployments = [
+            {"model_name": FLEET, "litellm_params": {"model": self.model, "api_base": base, "api_key": key}}
+            for base in self.api_bases
+        ]
+        # Failover to another server is routing, not a retry: no wait, and each server is tried at most once.
+        return self._litellm.Router(
+            model_list=deployments,
+            routing_strategy="least-busy",
+            num_retries=len(deployments) - 1,
+            retry_after=0,
+            allowed_fails=0,
+            cooldown_time=OUT_S,
+        )
 
     def describe(self) -> dict[str, Any]:
         return {
             "name": self.name,
-            "api_base": self.api_base,
+            "api_base": self.api_bases,
             "api_key_env": self.api_key_env,
             "request_timeout_s": self.request_timeout_s,
         }
@@ -72,7 +95,7 @@ class LiteLLMModel(LanguageModel):
             if not key:
                 raise UserError(f"--api-key-env {self.api_key_env}: that environment variable is empty")
             return key
-        if self.api_base and self.model.startswith("openai/") and not os.environ.get("OPENAI_API_KEY"):
+        if self.api_bases and self.model.startswith("openai/") and not os.environ.get("OPENAI_API_KEY"):
             return "EMPTY"  # local OpenAI-compatible servers accept any key; the client insists on one
         return None
 
@@ -88,20 +111,23 @@ class LiteLLMModel(LanguageModel):
             "top_p": params.top_p,
             "max_tokens": params.max_tokens,
             "timeout": self.request_timeout_s,
-            "num_retries": 0,
             "drop_params": True,
         }
         if params.seed is not None:
             request["seed"] = params.seed
         if params.stop:
             request["stop"] = list(params.stop)
-        if self.api_base:
-            request["api_base"] = self.api_base
-        if (key := self._api_key()) is not None:
-            request["api_key"] = key
         started = time.perf_counter()
         try:
-            response = await litellm.acompletion(**request)
+            if self._router is not None:
+                response = await self._router.acompletion(**{**request, "model": FLEET})
+            else:
+                request["num_retries"] = 0
+                if self.api_bases:
+                    request["api_base"] = self.api_bases[0]
+                if (key := self._api_key()) is not None:
+                    request["api_key"] = key
+                response = await litellm.acompletion(**request)
         except (
             litellm.RateLimitError,
             litellm.Timeout,
@@ -143,7 +169,7 @@ class LiteLLMModel(LanguageModel):
 def build_litellm(
     rest: str,
     *,
-    api_base: str | None = None,
+    api_base: str | Sequence[str] | None = None,
     api_key_env: str | None = None,
     request_timeout_s: float = 600.0,
     **_: Any,
@@ -153,4 +179,9 @@ def build_litellm(
             f"litellm model '{rest}' needs a provider: litellm:<provider>/<model>, "
             "e.g. litellm:openai/gpt-4o-mini (with --api-base for a local server)"
         )
-    return LiteLLMModel(rest, api_base=api_base, api_key_env=api_key_env, request_timeout_s=request_timeout_s)
+    return LiteLLMModel(rest, api_bases=as_list(api_base), api_key_env=api_key_env, request_timeout_s=request_timeout_s)
+
+
+def as_list(api_base: str | Sequence[str] | None) -> list[str]:
+    """`api_base` as one URL (older callers) or several."""
+    return [api_base] if isinstance(api_base, str) else list(api_base or [])

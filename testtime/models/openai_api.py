@@ -1,0 +1,229 @@
+"""`openai:` — OpenAI-compatible servers (vLLM, llama.cpp, OpenAI itself) through the `openai` package's
+AsyncOpenAI directly: about a millisecond of CPU per call where litellm's stack costs several.
+
+`openai:<served model name> --api-base URL [--api-base URL ...]`: several bases make a fleet. Each call goes
+to the server with the fewest calls in flight; a server that fails to answer (connection refused, timeout,
+5xx) is taken out for a while (doubling each time it fails again) and the call is sent to another at once.
+Only when every server has failed this call does it fail transiently, and the rollout engine (the one place
+that retries) backs off and asks again. Requests go through the client's low-level `post` over aiohttp
+(httpx's connection pool scans every connection per request): the same errors, a fraction of the CPU.
+Keys come from `--api-key-env` or OPENAI_API_KEY; local servers accept any. Prices are unknown (None), never $0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from testtime.core.errors import ModelError, TransientModelError, UserError
+from testtime.core.model import LanguageModel
+from testtime.core.records import Completion, Message, SamplingParams, Usage
+from testtime.core.secrets import environment_secrets
+from testtime.models import MODELS
+from testtime.models.api import as_list
+
+OUT_FIRST_S = 2.0  # how long a server that failed stays out, doubling on each further failure
+OUT_MAX_S = 60.0
+
+
+@dataclass
+class Server:
+    """One base URL of the fleet: its client (made in the event loop that uses it), load and health."""
+
+    url: str
+    make_client: Callable[[str], Any]
+    in_flight: int = 0
+    failures: int = 0
+    out_until: float = 0.0
+    _client: Any = None
+    _loop: asyncio.AbstractEventLoop | None = None
+
+    def client(self) -> Any:
+        # aiohttp sessions belong to one event loop; a later asyncio.run gets a client of its own.
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop:
+            self._client, self._loop = self.make_client(self.url), loop
+        return self._client
+
+    async def close(self) -> None:
+        client, self._client = self._client, None
+        if client is not None and self._loop is asyncio.get_running_loop():
+            await client.close()
+
+    def available(self, now: float) -> bool:
+        return now >= self.out_until
+
+    def failed(self, now: float) -> None:
+        self.failures += 1
+        self.out_until = now + min(OUT_MAX_S, OUT_FIRST_S * 2 ** (self.failures - 1))
+
+    def answered(self) -> None:
+        self.failures, self.out_until = 0, 0.0
+
+
+class OpenAIModel(LanguageModel):
+    price: float | None = None  # per call: unknown for a remote server; $0 for one we run ourselves
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_bases: Sequence[str],
+        api_key_env: str | None = None,
+        request_timeout_s: float = 600.0,
+    ) -> None:
+        try:
+            import openai
+        except ImportError:
+            raise UserError("the openai: provider needs the openai package: pip install openai") from None
+        self._openai = openai
+        self.name = f"openai:{model}"
+        self.model = model
+        self.api_key_env = api_key_env
+        self.request_timeout_s = request_timeout_s
+        self._key = self._api_key()
+        self.servers: list[Server] = []
+        for url in api_bases:
+            self.add_server(url)
+
+    def add_server(self, url: str) -> None:
+        openai = self._openai
+
+        def make_client(base: str) -> Any:
+            return openai.AsyncOpenAI(
+                base_url=base,
+                api_key=self._key,
+                max_retries=0,
+                timeout=self.request_timeout_s,
+                http_client=_http_client(openai),
+            )
+
+        self.servers.append(Server(url, make_client))
+
+    def _api_key(self) -> str:
+        if self.api_key_env:
+            key = os.environ.get(self.api_key_env)
+            if not key:
+                raise UserError(f"--api-key-env {self.api_key_env}: that environment variable is empty")
+            return key
+        return os.environ.get("OPENAI_API_KEY") or "EMPTY"  # local servers accept any key; the client needs one
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "api_base": [s.url for s in self.servers],
+            "api_key_env": self.api_key_env,
+            "request_timeout_s": self.request_timeout_s,
+        }
+
+    def secrets(self) -> list[str]:
+        return environment_secrets([self.api_key_env])
+
+    async def aclose(self) -> None:
+        for server in self.servers:
+            await server.close()
+
+    def _order(self) -> list[Server]:
+        """Servers to try for one call, each at most once: those in service by load, then those taken out,
+        soonest back first (a lone server, or a fleet that is all out, is still asked)."""
+        now = time.monotonic()
+        serving = sorted((s for s in self.servers if s.available(now)), key=lambda s: s.in_flight)
+        return serving + sorted((s for s in self.servers if not s.available(now)), key=lambda s: s.out_until)
+
+    async def generate(self, messages: Sequence[Message], n: int, params: SamplingParams) -> list[Completion]:
+        return list(await asyncio.gather(*(self._one(messages, params) for _ in range(n))))
+
+    async def _one(self, messages: Sequence[Message], params: SamplingParams) -> Completion:
+        openai = self._openai
+        request: dict[str, Any] = {
+            "model": self.model,
+            "messages": [m.model_dump() for m in messages],
+            "temperature": params.temperature,
+            "top_p": params.top_p,
+            "max_tokens": params.max_tokens,
+        }
+        if params.seed is not None:
+            request["seed"] = params.seed
+        if params.stop:
+            request["stop"] = list(params.stop)
+        last: Exception | None = None
+        for server in self._order():
+            started = time.perf_counter()
+            server.in_flight += 1
+            try:
+                # The client's low-level post: its transport, auth and error types, without the per-call typed
+                # request transform and response model (most of its CPU cost per call).
+                response = await server.client().post("/chat/completions", body=request, cast_to=dict)
+            except (openai.APIConnectionError, openai.APITimeoutError, openai.InternalServerError) as exc:
+                server.failed(time.monotonic())  # out for a while; the call goes to the next server now
+                last = exc
+                continue
+            except openai.APIStatusError as exc:
+                if exc.status_code >= 500:
+                    server.failed(time.monotonic())
+                    last = exc
+                    continue
+                if exc.status_code in (408, 409, 429):  # the server is fine; this call may succeed later
+                    raise TransientModelError(f"{type(exc).__name__}: {exc}", retry_after=_retry_after(exc)) from None
+                raise ModelError(f"{type(exc).__name__}: {exc}") from None
+            finally:
+                server.in_flight -= 1
+            server.answered()
+            return _completion(response, time.perf_counter() - started, self.price)
+        raise TransientModelError(f"no server answered ({type(last).__name__}: {last})")
+
+
+def _http_client(openai: Any) -> Any:
+    """aiohttp as the transport where the client has it: httpx's pool scans every connection per request."""
+    try:
+        return openai.DefaultAioHttpClient()
+    except RuntimeError:
+        return None
+
+
+def _completion(response: dict[str, Any], latency: float, price: float | None) -> Completion:
+    try:
+        choice = response["choices"][0]
+        text = choice["message"].get("content") or ""
+    except (KeyError, IndexError, TypeError, AttributeError):
+        raise ModelError(f"the server's answer is not a chat completion: {str(response)[:200]}") from None
+    usage = response.get("usage") or {}
+    return Completion(
+        text=text,
+        finish_reason="length" if choice.get("finish_reason") == "length" else "stop",
+        usage=Usage(
+            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            completion_tokens=int(usage.get("completion_tokens") or 0),
+        ),
+        latency_s=latency,
+        cost_usd=price,
+    )
+
+
+def _retry_after(exc: Exception) -> float | None:
+    headers = getattr(getattr(exc, "response", None), "headers", None) or {}
+    try:
+        return float(headers["retry-after"]) if "retry-after" in headers else None
+    except (TypeError, ValueError):
+        return None
+
+
+@MODELS.register("openai", help="OpenAI-compatible servers via AsyncOpenAI: openai:<model> --api-base URL [...]")
+def build_openai(
+    rest: str,
+    *,
+    api_base: str | Sequence[str] | None = None,
+    api_key_env: str | None = None,
+    request_timeout_s: float = 600.0,
+    **_: Any,
+) -> LanguageModel:
+    bases = as_list(api_base)
+    if not rest:
+        raise UserError("openai: needs the served model's name: openai:<model> --api-base http://127.0.0.1:8000/v1")
+    if not bases:
+        bases = ["https://api.openai.com/v1"]
+    return OpenAIModel(rest, api_bases=bases, api_key_env=api_key_env, request_timeout_s=request_timeout_s)
