@@ -4,9 +4,12 @@ Per problem: the base model's samples and greedy answer (before training; on mat
 these samples) and, for every training step that voted on it, TTRL's gold metrics (reference ttrl.md §7):
 `label_accuracy` (was the selected class right: its representative answer, or program, graded),
 `reward_accuracy` (share of kept samples whose reward equals the true reward) and `ground_truth_ratio`
-(share of kept samples truly correct: the policy's accuracy at the training temperature). Code programs are
-graded on the full evaluation suite in the sandbox, as the final grade is. The summary sets before beside
-after with a paired bootstrap CI of the gain.
+(share of kept samples truly correct: the policy's accuracy at the training temperature), and whether any kept
+sample is correct (pass@k of the training samples). Code programs are graded on the full evaluation suite
+in the sandbox, as the final grade is. The summary sets before beside after with a paired bootstrap CI of
+the gain, and the collapse signals TTRL-Guard (arXiv 2605.19444) names: correct-answer extinction (a prompt
+whose samples held the correct answer at an earlier visit and hold it no more) and, for a label that went
+wrong (right at one visit, wrong at a later one), how many steps later its correct answer went extinct.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ def audit_ttrl(benchmark: Benchmark, ttrl: TTRLRecord, reference: Reference) -> 
                 if kept
                 else 0.0,
                 ground_truth_ratio=mean(kept) if kept else 0.0,
+                any_correct=any(kept),
             )
         )
     return TTRLAudit(
@@ -93,5 +97,46 @@ def summarize_ttrl(records: Sequence[ResultRecord], seed: int = 0) -> dict[str, 
             key: [mean(getattr(s, key) for s in by_step[t]) for t in steps]
             for key in ("label_correct", "reward_accuracy", "ground_truth_ratio")
         },
+        "train_pass@k": [mean(s.any_correct for s in by_step[t]) for t in steps],
+    }
+    extinct_by_step: dict[int, list[bool]] = defaultdict(list)
+    windows: list[int] = []
+    extinct_last = []
+    for _, a in audited:
+        visits = sorted(a.steps, key=lambda s: s.step)
+        extinct = extinctions(visits)
+        for visit, gone in zip(visits, extinct, strict=True):
+            extinct_by_step[visit.step].append(gone)
+        if visits:
+            extinct_last.append(extinct[-1])
+        wrong = went_wrong(visits)
+        first_extinct = next((v.step for v, gone in zip(visits, extinct, strict=True) if gone), None)
+        if wrong is not None and first_extinct is not None:
+            windows.append(first_extinct - wrong)
+    summary["per_step"]["extinction"] = [mean(extinct_by_step[t]) for t in steps]
+    summary["health"] = {
+        "extinct_at_last_visit": mean(extinct_last) if extinct_last else 0.0,
+        "labels_went_wrong": sum(went_wrong(sorted(a.steps, key=lambda s: s.step)) is not None for _, a in audited),
+        "wrong_to_extinct_steps": sorted(windows),
     }
     return summary
+
+
+def extinctions(visits: Sequence[TTRLStepAudit]) -> list[bool]:
+    """Per visit: the samples held the correct answer at an earlier visit and hold it no more."""
+    seen, extinct = False, []
+    for visit in visits:
+        extinct.append(seen and not visit.any_correct)
+        seen = seen or visit.any_correct
+    return extinct
+
+
+def went_wrong(visits: Sequence[TTRLStepAudit]) -> int | None:
+    """The step at which a label that had been right was first wrong; None if it never was right, then wrong."""
+    right = False
+    for visit in visits:
+        if visit.label_correct:
+            right = True
+        elif right:
+            return visit.step
+    return None

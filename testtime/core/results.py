@@ -83,7 +83,8 @@ class TTRLVote(Record):
     tie: bool = False
     skipped: str | None = None  # "all_abstain" | "below_min_ratio" | None
     answers: tuple[str | None, ...] = ()  # the kept samples' answers or programs, in training order
-    rewards: tuple[float, ...] = ()
+    rewards: tuple[float, ...] = ()  # what was trained on (the majority reward, or a control's)
+    majority_rewards: tuple[float, ...] | None = None  # a control run: what the vote would have given
     flipped: bool | None = None  # the label changed since this prompt's last vote (None: first vote)
     classes: int = 0  # distinct answer classes or behaviours among the votes
     no_answer_rate: float = 0.0  # no answer, no code, or code that does not compile
@@ -110,7 +111,8 @@ class TTRLStep(Record):
     no_answer_rate: float | None = None
     skipped_prompts: float | None = None
     tie_rate: float | None = None
-    pseudo_reward: float | None = None
+    pseudo_reward: float | None = None  # the vote's mean reward (label-free), whatever was trained on
+    train_reward: float | None = None  # the mean reward trained on (differs from pseudo_reward in controls)
     label_flip_rate: float | None = None
     distinct_classes: float | None = None
     collapse_alarm: str | None = None
@@ -159,6 +161,7 @@ class TTRLStepAudit(Record):
     label_correct: bool
     reward_accuracy: float
     ground_truth_ratio: float
+    any_correct: bool = False  # some kept sample is correct (pass@k of the training samples)
 
 
 class TTRLAudit(Record):

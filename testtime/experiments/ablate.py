@@ -25,8 +25,10 @@ def plan(
     majority_n: int,
     rsa: dict[str, Any] | None,
     trt_options: dict[str, Any] | None = None,
+    ttrl: dict[str, Any] | None = None,
 ) -> dict[str, RunConfig]:
-    """Sub-run name → its configuration. `rsa`: the RSA method's own options (its defaults where unset)."""
+    """Sub-run name → its configuration. `rsa`: the RSA method's own options (its defaults where unset);
+    `ttrl`: TTRL's options, for one trained run placed at all its tokens (it samples by its own settings)."""
     runs = {
         f"trt-K{k}": RunConfig(
             **base, method="trt", method_options={**(trt_options or {}), "rounds": str(rounds), "rollouts": str(k)}
@@ -36,6 +38,11 @@ def plan(
     runs["majority"] = RunConfig(**base, method="majority", n=majority_n)
     if rsa is not None:
         runs["rsa"] = RunConfig(**base, method="rsa", method_options=dict(rsa))
+    if ttrl is not None:
+        sampling = ("temperature", "top_p", "max_tokens")
+        runs["ttrl"] = RunConfig(
+            **{k: v for k, v in base.items() if k not in sampling}, method="ttrl", method_options=dict(ttrl)
+        )
     return runs
 
 
@@ -55,12 +62,13 @@ def depth_width(
     trt_options: dict[str, Any] | None = None,
     progress: bool = True,
     log: Any = print,
+    ttrl: dict[str, Any] | None = None,
 ) -> tuple[list[Point], list[Path]]:
     """The grid. `base` may carry `max_cost` / `max_tokens_total`: one budget for the whole grid, each sub-run
     given what the ones before it left (a grid that runs out stops cleanly and resumes with a larger one)."""
     if not widths or min(widths) < 1 or rounds < 1 or majority_n < 1:
         raise UserError("ablate needs rounds >= 1, widths >= 1 and --majority-n >= 1")
-    configs = plan(base, rounds, widths, majority_n, rsa, trt_options)
+    configs = plan(base, rounds, widths, majority_n, rsa, trt_options, ttrl)
     out.mkdir(parents=True, exist_ok=True)
     points: list[Point] = []
     spent_cost, spent_tokens = 0.0, 0

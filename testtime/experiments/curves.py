@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from testtime.benchmarks.metrics import bootstrap_ci, maj_at_k, powers_of_two_upto
+from testtime.benchmarks.ttrl_compute import TRAINING_CALLS
 from testtime.core.ledger import read_entries
 from testtime.core.results import ResultRecord
 from testtime.core.rundir import RunDir
@@ -82,6 +83,10 @@ def run_points(path: Path) -> list[Point]:
                 )
         return points
     accuracy = [float(r.correct) for r in records]
+    if method == "ttrl":  # one point: the trained model's answer, at everything training cost (ttrl_compute)
+        compute = json.loads((path / "summary.json").read_text())["ttrl"]["compute"]
+        samples = sum(e.purpose in TRAINING_CALLS for e in paid) / problems
+        return [_point("ttrl (after training)", samples + 1, compute["tokens_per_problem"], accuracy)]
     tokens = sum(e.prompt_tokens + e.completion_tokens for e in paid) / problems
     return [_point(method, len(records[0].candidates), tokens, accuracy)]
 

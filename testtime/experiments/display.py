@@ -151,10 +151,30 @@ def _ttrl_rows(table: Table, ttrl: dict[str, Any] | None) -> None:
         table.add_row("ttrl: greedy before → after", f"{ttrl['greedy_before']:.3f} → {ttrl['greedy_after']:.3f}")
     for k, value in ttrl.get("maj@k_before", {}).items():
         table.add_row(f"ttrl: base maj@{k} (same samples)", f"{value:.3f}")
+    compute = ttrl.get("compute", {})
+    if compute:
+        flops = f", {compute['train_flops']:.2g} training FLOPs" if compute.get("train_flops") else ""
+        table.add_row("ttrl: tokens per problem (training + answer)", f"{compute['tokens_per_problem']:,.0f}{flops}")
+    same = compute.get("base_majority_at_same_tokens")
+    if same:
+        capped = f" (the budget buys maj@{compute['same_tokens_k']}; the base samples allow {same['k']})"
+        label = f"ttrl: base maj@{same['k']} at the same tokens"
+        table.add_row(label, f"{same['accuracy']:.3f}{capped if same['capped'] else ''}")
+        table.add_row("same-tokens baseline", f"--method majority --n {compute['same_tokens_k']}")
     per_step = ttrl.get("per_step", {})
     if per_step.get("step"):
         table.add_row("ttrl audit: label accuracy (mean)", f"{mean(per_step['label_correct']):.3f}")
         table.add_row("ttrl audit: reward accuracy (mean)", f"{mean(per_step['reward_accuracy']):.3f}")
+        if per_step.get("train_pass@k"):
+            table.add_row("ttrl audit: training samples' pass@k (mean)", f"{mean(per_step['train_pass@k']):.3f}")
+    health = ttrl.get("health")
+    if health:
+        table.add_row("ttrl audit: correct answer extinct (last visit)", f"{health['extinct_at_last_visit']:.3f}")
+        windows = health["wrong_to_extinct_steps"]
+        went = f"{health['labels_went_wrong']} prompts"
+        if windows:
+            went += f"; correct answer extinct a median {windows[len(windows) // 2]} steps later"
+        table.add_row("ttrl audit: labels that went wrong", went)
 
 
 def warnings_for(summary: dict[str, Any]) -> list[str]:

@@ -15,10 +15,11 @@ from typing import Any
 
 from testtime.benchmarks import BENCHMARKS, Benchmark, SealedReferences, load_benchmarks
 from testtime.benchmarks.scoring import score, summarize
+from testtime.benchmarks.ttrl_compute import ttrl_compute
 from testtime.core.cache import CompletionCache
 from testtime.core.checkpoint import RoundCheckpoints
 from testtime.core.errors import BudgetExhausted, UserError
-from testtime.core.ledger import Ledger
+from testtime.core.ledger import Ledger, read_entries
 from testtime.core.model import LanguageModel
 from testtime.core.records import Problem
 from testtime.core.results import ResultRecord
@@ -112,6 +113,7 @@ def start_run(config: RunConfig, out: Path | None, runs_root: Path = Path("runs"
             "run": config.model_dump(mode="json"),
             "benchmark": benchmark.describe(),
             "method": method.describe(),
+            "model": parts.model.describe() if parts.model is not None else None,
             "versions": versions(),
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
@@ -216,6 +218,10 @@ def execute(
     )
     if benchmark.domain == "code":
         summary["grader"] = benchmark.describe().get("grader", "lenient")
+    if summary.get("ttrl"):  # on the compute frontier: the base model's majority at the same tokens
+        compute = ttrl_compute(read_entries(run.ledger_path), records, config.seed)
+        summary["ttrl"]["compute"] = compute
+        summary["same_budget_majority_n"] = compute.get("same_tokens_k")
     run.write_summary(summary)
     return summary
 

@@ -96,6 +96,10 @@ def report_lines(summary: dict[str, Any]) -> list[str]:
     if "greedy_before" in ttrl:
         lines.append(f"greedy before → after    {ttrl['greedy_before']:.3f} → {ttrl['greedy_after']:.3f}")
     lines += [f"base maj@{k:<16}{v:.3f}" for k, v in ttrl.get("maj@k_before", {}).items()]
+    same = ttrl.get("compute", {}).get("base_majority_at_same_tokens")
+    if same:
+        note = f" (same tokens buy maj@{ttrl['compute']['same_tokens_k']})" if same["capped"] else ""
+        lines.append(f"base maj@{same['k']} at TTRL's tokens {same['accuracy']:.3f}{note}")
     ledger = summary["ledger"]
     lines.append(f"training                 {ledger['train_steps']} steps, {ledger['train_seconds']:.0f} s")
     lines.append(f"wall time                {summary['wall_s']:.0f} s")

@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from testtime.core.ledger import Ledger
+from testtime.core.ledger import Ledger, read_entries
 from testtime.core.records import Problem
 from testtime.core.results import TTRLStep, read_steps
 from testtime.methods.ttrl.monitor import CollapseAlarm, LabelHistory
@@ -105,6 +105,20 @@ def test_collapse_alarm_needs_all_three_signals():
     assert fired[:-1] == [None] * 5 and fired[-1] and "collapse" in fired[-1]
 
 
+def test_label_churn_fires_the_alarm_only_when_it_persists():
+    occasional = CollapseAlarm(window=3)  # a flip now and then is a label being corrected, not churn
+    assert [occasional.update({"label_flip_rate": f}) for f in (0.8, 0.0, 0.0, 0.8, 0.0, 0.0)] == [None] * 6
+    churning = CollapseAlarm(window=3)
+    fired = [churning.update({"label_flip_rate": 0.7}) for _ in range(3)]
+    assert fired[:2] == [None, None] and fired[2] and "label churn" in fired[2] and "70%" in fired[2]
+
+
+def test_first_visits_carry_no_flip_rate(tmp_path):
+    reward, log = _reward(tmp_path)
+    reward(**_batch([("p1", ["\\boxed{3}"] * 4)]), trainer_state=None)
+    assert "label_flip_rate" not in log.stats  # no revisit yet: not a rate of 0
+
+
 def test_collapse_alarm_ignores_steps_without_the_signals():
     alarm = CollapseAlarm(window=1)
     assert alarm.update({"majority_ratio": 1.0}) is None
@@ -153,3 +167,21 @@ def test_extra_votes_are_drawn_with_the_trained_halfs_generation_config():
     votes = _sample_extra(trainer, [[{"role": "user", "content": "q"}]], 3, config=None)
     assert seen == {"num_return_sequences": 3, "generation_config": generation}
     assert votes == [[("\\boxed{1}", 1)] * 3]  # one real token each (the padding is not counted)
+
+
+def test_trained_tokens_are_counted_once_per_generation_batch(tmp_path):
+    """TRL logs its running token count only with the optimiser step that generated: the steps between must
+    neither lose the count nor start it again from zero."""
+    pytest.importorskip("transformers")
+    from testtime.methods.ttrl.trl_backend import make_callback
+
+    settings = TTRLSettings.from_options({"preset": "cpu", "collapse": "off"})
+    log = StepLog(tmp_path / "steps.jsonl", Ledger(tmp_path / "ledger.jsonl"), "hf:test+ttrl")
+    callback = make_callback(settings, log, parameters=10, started_step=0)
+    running = {1: 100, 5: 220, 9: 330}  # three generation batches of 100, 120 and 110 tokens
+    for step in range(1, 10):
+        logs = {"loss": 0.1} | ({"num_tokens": running[step]} if step in running else {})
+        callback.on_log(None, SimpleNamespace(global_step=step), SimpleNamespace(), logs=logs)
+    log.ledger.close()
+    counted = [e.train_tokens for e in read_entries(tmp_path / "ledger.jsonl") if e.kind == "train_step"]
+    assert counted == [100, 0, 0, 0, 120, 0, 0, 0, 110]

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from testtime.core.ledger import read_entries
+from testtime.experiments.curves import run_points
 
 
 def test_api_models_are_refused_before_a_run_directory_exists(testtime_cli, tmp_path):
@@ -78,6 +79,11 @@ def test_two_steps_train_the_weights_and_resume_after_a_kill(tmp_path):
     assert set(ttrl) >= {"pass@1_before", "pass@1_after", "pass@1_gain", "maj@k_before", "per_step"}
     assert ttrl["per_step"]["step"] == [1, 2]
     assert summary["ledger"]["train_steps"] == 2
+    compute = ttrl["compute"]  # on the compute frontier: training counted, beside the base majority there
+    assert compute["tokens_per_problem"] > compute["train_tokens"] / 4 > 0
+    assert summary["same_budget_majority_n"] == compute["same_tokens_k"] >= 2
+    [point] = run_points(run)
+    assert point.series == "ttrl (after training)" and point.tokens == compute["tokens_per_problem"]
     records = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
     voted = [v for r in records for v in r["ttrl"]["votes"]]
     assert len(voted) == 4 and all(len(v["answers"]) == 8 for v in voted)  # 2 steps × 2 prompts, 8 trained each

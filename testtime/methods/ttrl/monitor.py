@@ -26,9 +26,12 @@ class LabelHistory:
         return None if before == "<unseen>" else before != key
 
 
-def vote_stats(votes: Sequence[PromptVote], flips: Sequence[bool | None]) -> dict[str, float]:
+def vote_stats(
+    votes: Sequence[PromptVote], flips: Sequence[bool | None], trained: Sequence[Sequence[float]] = ()
+) -> dict[str, float]:
     """One rollout step's label-free vote metrics (TTRL's names where they exist)."""
     revisits = [f for f in flips if f is not None]
+    trained_rewards = [r for rewards in trained for r in rewards]
     return {
         "majority_ratio": mean(v.majority_ratio for v in votes),
         "vote_margin": mean(v.margin for v in votes),
@@ -36,24 +39,38 @@ def vote_stats(votes: Sequence[PromptVote], flips: Sequence[bool | None]) -> dic
         "skipped_prompts": float(sum(v.skipped is not None for v in votes)),
         "tie_rate": mean(v.tie for v in votes),
         "pseudo_reward": mean(r for v in votes for r in v.rewards) if any(v.rewards for v in votes) else 0.0,
-        "label_flip_rate": mean(revisits) if revisits else 0.0,
+        "train_reward": mean(trained_rewards) if trained_rewards else 0.0,
         "distinct_classes": mean(v.classes for v in votes),  # code: distinct behaviours
-    }
+    } | ({"label_flip_rate": mean(revisits)} if revisits else {})  # only once prompts are revisited
 
 
 @dataclass
 class CollapseAlarm:
-    """Fires when, over `window` consecutive steps, the policy has become certain and terse at once: the
-    majority ratio saturates, token entropy falls to a fraction of its starting value, and responses shrink.
-    Each alone is normal TTRL progress; together they are the rise-then-fall pattern URLVR reports."""
+    """Fires on either of two patterns over `window` consecutive steps.
+
+    Collapse: the policy has become certain and terse at once: the majority ratio saturates, token entropy
+    falls to a fraction of its starting value, and responses shrink. Each alone is normal TTRL progress;
+    together they are the rise-then-fall pattern URLVR reports.
+    Churn: pseudo-labels flip on at least `flips_at_least` of revisited prompts, step after step: the reward
+    points a different way at each visit, so training follows noise (TTRL-Guard's flip-rate signal)."""
 
     window: int = 5
     ratio_at_least: float = 0.98
     entropy_fraction: float = 0.1
     length_fraction: float = 0.6
+    flips_at_least: float = 0.5
     history: list[dict[str, float]] = field(default_factory=list)
+    flips: list[float] = field(default_factory=list)
 
     def update(self, stats: Mapping[str, Any]) -> str | None:
+        if stats.get("label_flip_rate") is not None:
+            self.flips.append(float(stats["label_flip_rate"]))
+            recent_flips = self.flips[-self.window :]
+            if len(recent_flips) == self.window and mean(recent_flips) >= self.flips_at_least:
+                return (
+                    f"label churn: pseudo-labels flipped on {mean(recent_flips):.0%} of revisited prompts over the "
+                    f"last {self.window} steps"
+                )
         needed = ("majority_ratio", "entropy", "mean_length")
         if any(stats.get(k) is None for k in needed):
             return None

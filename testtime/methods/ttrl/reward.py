@@ -21,6 +21,7 @@ from testtime.core.jsonl import repair_tail
 from testtime.core.ledger import Ledger, LedgerEntry
 from testtime.core.records import Message, Problem
 from testtime.core.results import TTRLStep, TTRLVote, read_steps
+from testtime.methods.ttrl.controls import TrainedReward
 from testtime.methods.ttrl.monitor import LabelHistory, vote_stats
 from testtime.methods.ttrl.settings import TTRLSettings
 from testtime.methods.ttrl.vote import PromptVote, VotePolicy, vote
@@ -78,6 +79,7 @@ class VoteReward:
         self.log = log
         self.problems, self.selector, self.context = problems, selector, context
         self.rng = random.Random(seed)
+        self.trained = TrainedReward(settings.reward, settings.random_p, seed)
         # Set by the trainer when N_vote > N_train: k more (text, tokens) samples per prompt from the policy.
         self.extra_votes: Callable[[list[Any], int], list[list[tuple[str, int]]]] | None = None
         self.count_prompt_tokens: Callable[[list[dict[str, str]]], int] = lambda _: 0
@@ -107,12 +109,14 @@ class VoteReward:
             for g, start in enumerate(starts)
         ]
         votes = asyncio.run(self._votes([problem_id[start] for start in starts], texts))
+        trained = self.trained.rewards(votes)  # the vote's own rewards, or a control's
         rewards: list[float] = []
         flips: list[bool | None] = []
         for g, (start, prompt_vote) in enumerate(zip(starts, votes, strict=True)):
             pid = problem_id[start]
             flips.append(self.log.history.flipped(pid, prompt_vote.label_key))
-            rewards.extend(prompt_vote.rewards)
+            rewards.extend(trained[g])
+            control = self.settings.reward != "majority"
             self.log.pending.append(
                 TTRLVote(
                     problem_id=pid,
@@ -123,7 +127,8 @@ class VoteReward:
                     tie=prompt_vote.tie,
                     skipped=prompt_vote.skipped,
                     answers=tuple(prompt_vote.answers[i] for i in prompt_vote.kept),
-                    rewards=tuple(prompt_vote.rewards),
+                    rewards=tuple(trained[g]),
+                    majority_rewards=tuple(prompt_vote.rewards) if control else None,
                     flipped=flips[-1],
                     classes=prompt_vote.classes,
                     no_answer_rate=prompt_vote.no_answer_rate,
@@ -144,7 +149,7 @@ class VoteReward:
                         step=step,
                     )
                 )
-        self.log.stats = vote_stats(votes, flips)
+        self.log.stats = vote_stats(votes, flips, trained)
         return rewards
 
     async def _votes(self, problem_ids: list[str], texts: list[list[str]]) -> list[PromptVote]:

@@ -78,6 +78,12 @@ class TTRLSettings(SelectorChoice):
         None, gt=0, description="rollout temperature; None: 1.0 for *Math* models, else 0.6"
     )
     top_p: float = Field(1.0, gt=0, le=1, description="rollout top-p")
+    reward: Literal["majority", "random", "format"] = Field(
+        "majority", description="trained on: majority (TTRL) | random | format (controls at identical settings)"
+    )
+    random_p: float | None = Field(
+        None, ge=0, le=1, description="random control's P(1); default: the majority reward's running mean"
+    )
     downsample: Literal["first", "random"] = Field("first", description="which N_train of the N_vote are trained on")
     min_majority_ratio: float = Field(0.0, ge=0, le=1, description="skip a prompt whose selected class is smaller")
     require_public: bool = Field(True, description="code: reward only programs that also pass the public examples")

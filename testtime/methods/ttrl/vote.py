@@ -62,6 +62,7 @@ class PromptVote:
     kept: list[int] = field(default_factory=list)  # indices into the voted samples, in training order
     rewards: list[float] = field(default_factory=list)  # one per kept sample
     answers: list[str | None] = field(default_factory=list)  # every voted sample's answer or program
+    abstained: frozenset[int] = frozenset()  # samples that joined no class (no answer; code that does not compile)
     sandbox_seconds: float = 0.0
 
 
@@ -92,7 +93,7 @@ async def vote(
 def reward_from(
     selection: Selection, problem: Problem, kept: list[int], policy: VotePolicy, answers: list[str | None]
 ) -> PromptVote:
-    abstained = sum(selection.class_of(i) is None for i in range(len(answers)))
+    abstained = frozenset(i for i in range(len(answers)) if selection.class_of(i) is None)
     skipped = None
     if selection.cluster is None:
         skipped = "all_abstain"
@@ -109,13 +110,14 @@ def reward_from(
         label_key=label_key(selection, problem),
         majority_ratio=selection.majority_ratio,
         margin=selection.margin,
-        no_answer_rate=abstained / len(answers),
+        no_answer_rate=len(abstained) / len(answers),
         tie=selection.tie,
         skipped=skipped,
         classes=len({s.cluster for s in selection.scores if s.cluster is not None}),
         kept=kept,
         rewards=[1.0 if earns(i) else 0.0 for i in kept],
         answers=answers,
+        abstained=abstained,
         sandbox_seconds=selection.sandbox_seconds,
     )
 

@@ -80,6 +80,8 @@ def ttrl_overrides(
         "+ttrl.tie_policy": settings.selector_options.get("tie_policy", "earliest"),
         "+ttrl.min_majority_ratio": settings.min_majority_ratio,
         "+ttrl.require_public": settings.require_public,
+        "+ttrl.reward": settings.reward,
+        "+ttrl.random_p": settings.random_p,
         **PRESETS[preset],
         **(extra or {}),
     }

@@ -17,6 +17,7 @@ from statistics import mean
 from typing import Any
 
 from testtime.core.records import Problem
+from testtime.methods.ttrl.controls import TrainedReward
 from testtime.methods.ttrl.vote import PromptVote, VotePolicy, vote
 from testtime.selectors import SelectionContext, Selector
 
@@ -32,6 +33,7 @@ def apply_ttrl_vote(
     selector: Selector,
     context: Callable[[Problem], SelectionContext] = lambda _: SelectionContext(),
     rng: random.Random | None = None,
+    trained: TrainedReward | None = None,
 ) -> dict[str, float]:
     """Vote within each uid group of the `DataProto` `data` (in place); returns label-free step metrics."""
     import numpy as np
@@ -59,12 +61,13 @@ def apply_ttrl_vote(
         )
 
     votes = asyncio.run(all_votes())
+    rewards = trained.rewards(votes) if trained is not None else [v.rewards for v in votes]
     scores = torch.zeros_like(responses, dtype=torch.float32)
     labels: list[str] = [""] * len(responses)
     ratios = [0.0] * len(responses)
     predictions = [""] * len(responses)
-    for members, prompt_vote in zip(groups.values(), votes, strict=True):
-        for slot, reward in zip(prompt_vote.kept, prompt_vote.rewards, strict=True):
+    for members, prompt_vote, prompt_rewards in zip(groups.values(), votes, rewards, strict=True):
+        for slot, reward in zip(prompt_vote.kept, prompt_rewards, strict=True):
             i = members[slot]
             if lengths[i] > 0:
                 scores[i, lengths[i] - 1] = reward

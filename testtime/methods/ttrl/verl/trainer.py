@@ -15,6 +15,7 @@ from verl.trainer import main_ppo
 from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 
 from testtime.core.records import Problem
+from testtime.methods.ttrl.controls import TrainedReward
 from testtime.methods.ttrl.verl.hook import apply_ttrl_vote
 from testtime.methods.ttrl.vote import VotePolicy
 from testtime.sandbox.choose import open_sandbox
@@ -58,6 +59,9 @@ class TTRLRayPPOTrainer(RayPPOTrainer):
         manager = self.async_rollout_manager
         generate = manager.generate_sequences
         policy, rng = policy_from_config(self.config), random.Random(0)
+        ttrl = self.config.get("ttrl") or {}
+        random_p = ttrl.get("random_p")
+        trained = TrainedReward(str(ttrl.get("reward", "majority")), None if random_p is None else float(random_p))
         selectors: dict[str, Selector] = {}
         sandboxes: list[Any] = []
 
@@ -75,7 +79,7 @@ class TTRLRayPPOTrainer(RayPPOTrainer):
             domain = problems[0].domain if problems else "math"
             selector = selectors.setdefault(domain, selector_from_config(self.config, domain))
             uids = list(batch.non_tensor_batch["uid"])
-            metrics = apply_ttrl_vote(output, uids, problems, self.tokenizer, policy, selector, context, rng)
+            metrics = apply_ttrl_vote(output, uids, problems, self.tokenizer, policy, selector, context, rng, trained)
             output.meta_info.setdefault("metrics", {}).update(metrics)
             return output
 

@@ -1,0 +1,139 @@
+"""TTRL's control rewards: each has the statistics it is meant to have, and none can read a label.
+
+`random` is Bernoulli(p) whatever the sample says (p: set, or the majority reward's running mean); `format`
+rewards a well-formed answer whatever its value; `majority` is the vote's own reward. A label that TRL passes
+along as a dataset column changes nothing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from statistics import mean
+from types import SimpleNamespace
+
+import pytest
+
+from testtime.core.errors import UserError
+from testtime.core.ledger import Ledger
+from testtime.core.records import Problem
+from testtime.methods.ttrl.controls import REWARDS, TrainedReward
+from testtime.methods.ttrl.reward import StepLog, VoteReward
+from testtime.methods.ttrl.settings import TTRLSettings
+from testtime.methods.ttrl.vote import PromptVote
+from testtime.selectors import SelectionContext, build_selector
+
+PROBLEMS = {f"p{i}": Problem(id=f"p{i}", domain="math", statement=f"question {i}") for i in range(4)}
+
+
+def _vote(majority: list[float], abstained: frozenset[int] = frozenset()) -> PromptVote:
+    return PromptVote(
+        label="3",
+        label_key="3",
+        majority_ratio=0.5,
+        margin=0.0,
+        no_answer_rate=len(abstained) / len(majority),
+        tie=False,
+        skipped=None,
+        kept=list(range(len(majority))),
+        rewards=majority,
+        answers=[None if i in abstained else "3" for i in range(len(majority))],
+        abstained=abstained,
+    )
+
+
+def test_random_rewards_are_bernoulli_p_and_blind_to_agreement() -> None:
+    trained = TrainedReward("random", random_p=0.3, seed=1)
+    agreeing, disagreeing = [], []
+    for _ in range(500):
+        [rewards] = trained.rewards([_vote([1.0, 1.0, 0.0, 0.0])])
+        agreeing += rewards[:2]
+        disagreeing += rewards[2:]
+    assert mean(agreeing + disagreeing) == pytest.approx(0.3, abs=0.03)  # 2,000 draws: 3 sd ≈ 0.031
+    assert abs(mean(agreeing) - mean(disagreeing)) < 0.07  # the vote's verdict does not move it
+
+
+def test_random_p_defaults_to_the_majority_rewards_running_mean() -> None:
+    trained = TrainedReward("random", seed=0)
+    trained.rewards([_vote([1.0, 0.0, 0.0, 0.0])])
+    assert trained.p() == pytest.approx(0.25)
+    trained.rewards([_vote([1.0, 1.0, 1.0, 1.0]), _vote([1.0, 1.0, 0.0, 1.0])])
+    assert trained.p() == pytest.approx(8 / 12)
+    draws = [r for _ in range(600) for r in trained.rewards([_vote([0.5] * 4)])[0]]
+    assert mean(draws) == pytest.approx(0.5, abs=0.04)  # the running mean has drifted to 0.5 by then
+
+
+def test_format_rewards_a_well_formed_answer_whatever_its_value() -> None:
+    [rewards] = TrainedReward("format").rewards([_vote([1.0, 0.0, 0.0, 1.0], abstained=frozenset({2}))])
+    assert rewards == [1.0, 1.0, 0.0, 1.0]  # the wrong-but-formed sample 1 earns what the right one does
+
+
+def test_majority_is_the_votes_own_reward() -> None:
+    assert TrainedReward("majority").rewards([_vote([1.0, 0.0, 1.0, 0.0])]) == [[1.0, 0.0, 1.0, 0.0]]
+
+
+def test_an_unknown_reward_is_a_clear_error() -> None:
+    with pytest.raises(UserError, match="unknown ttrl reward 'oracle'; available: format, majority, random"):
+        TrainedReward("oracle")
+    assert REWARDS.names() == ["format", "majority", "random"]
+
+
+def _reward_function(tmp_path: Path, reward: str) -> tuple[VoteReward, StepLog]:
+    settings = TTRLSettings.from_options({"preset": "cpu", "n_vote": 4, "n_train": 4, "reward": reward})
+    log = StepLog(tmp_path / f"{reward}.jsonl", Ledger(), "hf:test+ttrl")
+    return VoteReward(settings, log, PROBLEMS, build_selector("majority"), lambda _: SelectionContext()), log
+
+
+def _batch(label_column: list[str]) -> dict[str, list]:
+    texts = ["\\boxed{3}", "\\boxed{3}", "\\boxed{4}", "no answer"]
+    prompts, completions, ids, pids = [], [], [], []
+    for pid in PROBLEMS:
+        for text in texts:
+            prompts.append([{"role": "user", "content": pid}])
+            completions.append([{"role": "assistant", "content": text}])
+            ids.append([1, 2, 3])
+            pids.append(pid)
+    # TRL passes every dataset column to reward functions: a label column must change nothing.
+    return {
+        "prompts": prompts,
+        "completions": completions,
+        "completion_ids": ids,
+        "problem_id": pids,
+        "answer": label_column * (len(pids) // len(label_column)),
+    }
+
+
+@pytest.mark.parametrize("reward", ["majority", "random", "format"])
+def test_no_reward_reads_a_label_passed_along(tmp_path: Path, reward: str) -> None:
+    seen = []
+    for labels in (["3"], ["4"], ["no such answer"]):
+        function, _ = _reward_function(tmp_path, reward)
+        seen.append(function(**_batch(labels), trainer_state=SimpleNamespace(global_step=0)))
+    assert seen[0] == seen[1] == seen[2]
+
+
+def test_a_control_run_logs_what_it_trained_on_beside_the_vote(tmp_path: Path) -> None:
+    function, log = _reward_function(tmp_path, "format")
+    rewards = function(**_batch(["3"]), trainer_state=SimpleNamespace(global_step=0))
+    assert rewards[:4] == [1.0, 1.0, 1.0, 0.0]  # "4" is wrong by the vote, yet well formed
+    first = log.pending[0]
+    assert first.rewards == (1.0, 1.0, 1.0, 0.0) and first.majority_rewards == (1.0, 1.0, 0.0, 0.0)
+    assert log.stats["train_reward"] == pytest.approx(0.75) and log.stats["pseudo_reward"] == pytest.approx(0.5)
+
+
+def test_a_control_trains_on_the_same_samples_and_labels_as_ttrl(tmp_path: Path) -> None:
+    # The vote's downsampling and tie-breaks draw from the run's RNG; a control draws from its own, so
+    # switching reward=majority to reward=random keeps which samples are trained and what the label is.
+    pending = {}
+    for reward in ("majority", "random"):
+        settings = TTRLSettings.from_options(
+            {"preset": "cpu", "n_vote": 4, "n_train": 2, "downsample": "random", "reward": reward}
+        )
+        log = StepLog(tmp_path / f"{reward}.jsonl", Ledger(), "hf:test+ttrl")
+        selector = build_selector("majority", {"tie_policy": "random"})
+        function = VoteReward(settings, log, PROBLEMS, selector, lambda _: SelectionContext(), seed=7)
+        function.extra_votes = lambda prompts, k: [[("\\boxed{5}", 3), ("\\boxed{6}", 3)] for _ in prompts]
+        batch = _batch(["3"])
+        trained = {k: [v for i, v in enumerate(values) if i % 4 in (0, 2)] for k, values in batch.items()}
+        function(**trained, trainer_state=None)  # votes 3, 4, 5, 6: a four-way tie, broken at random
+        pending[reward] = [(v.label, v.answers) for v in log.pending]
+    assert pending["majority"] == pending["random"]
