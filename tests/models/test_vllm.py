@@ -41,7 +41,7 @@ def _ran(out: Path, done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["error_rate"] == 0.0 and summary["complete"]
-    entries = [e for e in read_entries(out / "ledger.jsonl") if e.kind == "sample" and not e.cached]
+    entries = [e for e in read_entries(out / "ledger.jsonl") if e.kind == "model_call" and not e.cached]
     assert entries and all(e.completion_tokens > 0 for e in entries)  # the server really generated
     return summary
 
