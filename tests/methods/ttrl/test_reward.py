@@ -135,38 +135,71 @@ def test_a_skipped_vote_survives_the_step_log(tmp_path):
 
 
 def test_extra_votes_are_drawn_with_the_trained_halfs_generation_config():
-    """Not with the model's defaults (transformers' top_k=50): TRL's own GenerationConfig, as its rollouts."""
+    """Not with the model's defaults (transformers' top_k=50): TRL's own GenerationConfig, as its rollouts; all
+    prompts in one left-padded batch, each prompt's k samples returned to it."""
     torch = pytest.importorskip("torch")
-    from testtime.methods.ttrl.trl_backend import _sample_extra
+    from testtime.methods.ttrl.extra_votes import sample_extra
 
     seen = {}
 
     class Tokenizer:
         pad_token_id = 0
+        padding_side = "right"
 
-        def apply_chat_template(self, messages, **_):
-            return {"input_ids": torch.tensor([[5, 6]])}
+        def apply_chat_template(self, conversations, **kwargs):
+            seen["padding_side"] = self.padding_side
+            assert kwargs["padding"] and len(conversations) == 2
+            return {"input_ids": torch.tensor([[0, 5], [6, 7]]), "attention_mask": torch.tensor([[0, 1], [1, 1]])}
 
         def decode(self, row, skip_special_tokens=True):
-            return "\\boxed{1}"
+            return f"\\boxed{{{int(row[0])}}}"
 
     class Model:
         device = "cpu"
 
-        def generate(self, ids, **kwargs):
+        def generate(self, ids, attention_mask, **kwargs):
             seen.update(kwargs)
-            return torch.tensor([[5, 6, 7, 0]] * kwargs["num_return_sequences"])
+            k = kwargs["num_return_sequences"]
+            rows = [[*ids[i].tolist(), 10 + i, 0] for i in range(len(ids)) for _ in range(k)]
+            return torch.tensor(rows)
 
     generation = object()
+    tokenizer = Tokenizer()
     trainer = SimpleNamespace(
-        processing_class=Tokenizer(),
+        processing_class=tokenizer,
         model=Model(),
         accelerator=SimpleNamespace(unwrap_model=lambda m: m),
         generation_config=generation,
     )
-    votes = _sample_extra(trainer, [[{"role": "user", "content": "q"}]], 3, config=None)
-    assert seen == {"num_return_sequences": 3, "generation_config": generation}
-    assert votes == [[("\\boxed{1}", 1)] * 3]  # one real token each (the padding is not counted)
+    prompts = [[{"role": "user", "content": "q1"}], [{"role": "user", "content": "q2"}]]
+    votes = sample_extra(trainer, prompts, 3, config=None)
+    assert seen == {"padding_side": "left", "num_return_sequences": 3, "generation_config": generation}
+    assert tokenizer.padding_side == "right"  # restored
+    assert votes == [[("\\boxed{10}", 1)] * 3, [("\\boxed{11}", 1)] * 3]  # padding not counted as a token
+
+
+def test_extra_votes_on_vllm_use_the_colocated_engines_sampling_settings():
+    from testtime.methods.ttrl.extra_votes import vllm_sampling
+
+    trl_generation = SimpleNamespace(
+        temperature=1.0,
+        top_p=0.9,
+        top_k=0,
+        min_p=None,
+        repetition_penalty=1.0,
+        max_completion_length=32,
+        generation_kwargs={"seed": 3},
+    )
+    assert vllm_sampling(trl_generation, 8) == {
+        "n": 8,
+        "repetition_penalty": 1.0,
+        "temperature": 1.0,
+        "top_p": 0.9,
+        "top_k": 0,
+        "min_p": 0.0,
+        "max_tokens": 32,
+        "seed": 3,
+    }
 
 
 def test_trained_tokens_are_counted_once_per_generation_batch(tmp_path):

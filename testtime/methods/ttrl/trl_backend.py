@@ -22,6 +22,7 @@ from testtime.core.extras import require
 from testtime.core.ledger import Ledger, LedgerEntry
 from testtime.core.records import Problem
 from testtime.core.results import TTRLStep
+from testtime.methods.ttrl.extra_votes import prompt_ids, sample_extra
 from testtime.methods.ttrl.monitor import CollapseAlarm
 from testtime.methods.ttrl.reward import StepLog, VoteReward, as_chat
 from testtime.methods.ttrl.settings import TTRLSettings
@@ -178,9 +179,9 @@ def train_ttrl(
         model=model_path, reward_funcs=reward, args=config, train_dataset=dataset, peft_config=peft_config
     )
     tokenizer = trainer.processing_class
-    reward.count_prompt_tokens = lambda messages: len(_encode_prompt(tokenizer, messages)[0])
+    reward.count_prompt_tokens = lambda messages: len(prompt_ids(tokenizer, [messages])[0][0])
     if settings.n_vote > settings.n_train:
-        reward.extra_votes = lambda prompts, k: _sample_extra(trainer, prompts, k, config)
+        reward.extra_votes = lambda prompts, k: sample_extra(trainer, prompts, k, config)
     parameters = sum(p.numel() for p in trainer.model.parameters())
     trainer.add_callback(make_callback(settings, log, parameters, started_step))
     trainer.train(resume_from_checkpoint=str(_last_checkpoint(checkpoints) or "") or None)
@@ -189,43 +190,3 @@ def train_ttrl(
     tokenizer.save_pretrained(str(staging))
     staging.replace(final)
     return final
-
-
-def _encode_prompt(tokenizer: Any, messages: list[dict[str, str]]) -> Any:
-    """The chat prompt as a (1, length) tensor of ids, the way TRL renders it for generation."""
-    encoded = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)
-    return encoded["input_ids"]
-
-
-def _sample_extra(trainer: Any, prompts: list[Any], k: int, config: Any) -> list[list[tuple[str, int]]]:
-    """k more samples per prompt from the current policy, for votes only (never trained on), drawn with exactly
-    the sampling settings of the trained half: TRL's own generation config (temperature, top-p, top-k, min-p,
-    repetition penalty), never the model's defaults (transformers' top_k=50)."""
-    import torch
-
-    tokenizer = trainer.processing_class
-    model = trainer.accelerator.unwrap_model(trainer.model)
-    generation = getattr(trainer, "generation_config", None)  # absent when TRL generates with vLLM
-    options: dict[str, Any] = (
-        {"generation_config": generation}
-        if generation is not None
-        else {
-            "do_sample": True,
-            "temperature": config.temperature,
-            "top_p": config.top_p,
-            "top_k": config.top_k,
-            "min_p": config.min_p,
-            "repetition_penalty": config.repetition_penalty,
-            "max_new_tokens": config.max_completion_length,
-            "pad_token_id": tokenizer.pad_token_id or tokenizer.eos_token_id,
-        }
-    )
-    out: list[list[tuple[str, int]]] = []
-    for messages in prompts:
-        ids = _encode_prompt(tokenizer, messages).to(model.device)
-        with torch.no_grad():
-            generated = model.generate(ids, num_return_sequences=k, **options)
-        rows = generated[:, ids.shape[1] :]
-        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-        out.append([(tokenizer.decode(row, skip_special_tokens=True), int((row != pad).sum())) for row in rows])
-    return out
