@@ -23,7 +23,7 @@ def test_paper_defaults():
 
 def test_cpu_preset_then_explicit_options_on_top():
     s = TTRLSettings.from_options({"preset": "cpu", "lr": "1e-5", "steps": "3"})
-    assert (s.n_vote, s.n_train, s.prompts_per_step, s.beta) == (16, 8, 4, 0.001)
+    assert (s.n_vote, s.n_train, s.prompts_per_step, s.beta) == (16, 8, 4, 0.0)
     assert s.lr == 1e-5 and s.rollout_steps(48) == 3
     assert s.train_temperature("hf:smollm2-135m") == 1.0 and s.eval_temperature == 1.0
 
@@ -59,7 +59,7 @@ def test_what_the_user_set_wins_over_the_tasks_schedule():
     s = TTRLSettings.from_options({"epochs": "2"}).for_benchmark("aime24", {"epochs"})
     assert s.epochs == 2 and s.prompts_per_step == 8
     cpu = TTRLSettings.from_options({"preset": "cpu"}).for_benchmark("aime24", set())
-    assert cpu.epochs == 10 and cpu.steps == 12  # only the paper preset has per-task schedules
+    assert cpu.epochs == 10 and cpu.steps == 8  # only the paper preset has per-task schedules
 
 
 def test_a_tracker_is_passed_to_trl_when_installed():
