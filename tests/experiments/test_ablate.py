@@ -28,10 +28,8 @@ BASE = {
 }
 
 
-@pytest.fixture(scope="module")
-def grid(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Any]]:
-    out = tmp_path_factory.mktemp("grid")
-    points, images = depth_width(
+def _run_grid(out: Path) -> tuple[list[Any], list[Path]]:
+    return depth_width(
         BASE,
         out,
         rounds=3,
@@ -41,6 +39,12 @@ def grid(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Any]]:
         progress=False,
         log=lambda *_: None,
     )
+
+
+@pytest.fixture(scope="module")
+def grid(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Any]]:
+    out = tmp_path_factory.mktemp("grid")
+    points, images = _run_grid(out)
     assert all(image.stat().st_size > 1000 for image in images)
     return out, points
 
@@ -66,16 +70,7 @@ def test_points_sit_at_the_promised_rollouts(grid: tuple[Path, list[Any]]) -> No
 def test_a_second_invocation_reuses_every_run(grid: tuple[Path, list[Any]]) -> None:
     out, points = grid
     before = {name: len((out / name / "ledger.jsonl").read_text().splitlines()) for name in ("trt-K1", "majority")}
-    again, _ = depth_width(
-        BASE,
-        out,
-        rounds=3,
-        widths=[1, 2],
-        majority_n=8,
-        rsa={"population": "4", "aggregate": "2", "steps": "3"},
-        progress=False,
-        log=lambda *_: None,
-    )
+    again, _ = _run_grid(out)
     assert [p.model_dump() for p in again] == [p.model_dump() for p in points]
     assert before == {name: len((out / name / "ledger.jsonl").read_text().splitlines()) for name in before}
 
