@@ -65,6 +65,8 @@ def test_two_steps_train_the_weights_and_resume_after_a_kill(tmp_path):
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     steps = [json.loads(line)["step"] for line in (run / "ttrl" / "steps.jsonl").read_text().splitlines()]
     assert steps == [1, 2]  # step 1 came from the checkpoint, not trained again
+    kept = sorted(p.name for p in (run / "ttrl" / "checkpoints").glob("checkpoint-*"))
+    assert kept == ["checkpoint-2"]  # only the last is kept: each holds the weights and the optimiser's state
     train_lines = [e for e in read_entries(run / "ledger.jsonl") if e.kind == "train_step"]
     assert [e.step for e in train_lines] == [1, 2]
     assert all(e.train_tokens > 0 and (e.flops or 0) > 0 for e in train_lines)

@@ -162,6 +162,7 @@ def train_ttrl(
         logging_steps=1,
         save_strategy="steps",
         save_steps=settings.save_steps,
+        save_total_limit=1,  # resume needs only the last; each holds weights and AdamW state (1.6 GB at 135M)
         report_to=[t.strip() for t in settings.report_to.split(",") if t.strip()],
         seed=seed,
         disable_tqdm=False,
