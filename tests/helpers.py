@@ -12,8 +12,9 @@ from testtime.core.checkpoint import RoundCheckpoints
 from testtime.core.ledger import Ledger
 from testtime.core.records import Message, Problem, SamplingParams
 from testtime.core.results import ProblemResult
-from testtime.core.rollout import RolloutEngine
+from testtime.core.rollout import RetryPolicy, RolloutEngine
 from testtime.methods import MethodContext, PerProblem
+from testtime.models import resolve_model
 from testtime.models.fake import FakeModel
 
 
@@ -34,3 +35,19 @@ def solve_with(
         checkpoints=checkpoints or RoundCheckpoints(None),
     )
     return asyncio.run(method.solve(problem, ctx)), ledger
+
+
+def api_engine(
+    provider: str, urls: list[str], concurrency: int, attempts: int, timeout_s: float = 5.0
+) -> RolloutEngine:
+    """A rollout engine over an API provider (`openai:…`, `litellm:…`) at these servers: no cache, an in-memory
+    ledger, fast retries."""
+    model = resolve_model(provider, api_base=urls, request_timeout_s=timeout_s)
+    return RolloutEngine(
+        model,
+        model_name=model.name,
+        cache=CompletionCache(None),
+        ledger=Ledger(),
+        concurrency=concurrency,
+        retry=RetryPolicy(max_attempts=attempts, base_delay_s=0.01),
+    )

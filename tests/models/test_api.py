@@ -11,11 +11,9 @@ from typing import Any
 
 import pytest
 
-from testtime.core.cache import CompletionCache
-from testtime.core.ledger import Ledger
+from tests.helpers import api_engine
 from testtime.core.records import Message, SamplingParams
-from testtime.core.rollout import RetryPolicy, RolloutEngine
-from testtime.models import resolve_model
+from testtime.core.rollout import RolloutEngine
 from testtime.models.mock_server import MockChatServer
 
 PROMPT = [Message(role="user", content="What is 4 + 5?")]
@@ -30,15 +28,8 @@ def provider(request: pytest.FixtureRequest) -> str:
 def sample(
     server: MockChatServer, n: int, provider: str, timeout_s: float = 5.0, attempts: int = 4
 ) -> tuple[list, RolloutEngine]:
-    model = resolve_model(provider, api_base=server.url, request_timeout_s=timeout_s)
-    engine = RolloutEngine(
-        model,
-        model_name=model.name,
-        cache=CompletionCache(None),
-        ledger=Ledger(),
-        concurrency=4,
-        retry=RetryPolicy(max_attempts=attempts, base_delay_s=0.01),
-    )
+    engine = api_engine(provider, [server.url], concurrency=4, attempts=attempts, timeout_s=timeout_s)
+    model = engine.model
 
     async def main() -> list:
         try:

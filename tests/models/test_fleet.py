@@ -15,11 +15,10 @@ from typing import Any
 
 import pytest
 
-from testtime.core.cache import CompletionCache
-from testtime.core.ledger import Ledger, read_entries
+from tests.helpers import api_engine
+from testtime.core.ledger import read_entries
 from testtime.core.records import Message, SamplingParams
-from testtime.core.rollout import RetryPolicy, RolloutEngine
-from testtime.models import resolve_model
+from testtime.core.rollout import RolloutEngine
 from testtime.models.mock_server import MockChatServer
 
 PROVIDERS = {"litellm": "litellm:openai/mock", "openai": "openai:mock"}
@@ -31,15 +30,8 @@ def provider(request: pytest.FixtureRequest) -> str:
 
 
 def sample_many(provider: str, urls: list[str], prompts: int, n: int) -> RolloutEngine:
-    model = resolve_model(provider, api_base=urls, request_timeout_s=5.0)
-    engine = RolloutEngine(
-        model,
-        model_name=model.name,
-        cache=CompletionCache(None),
-        ledger=Ledger(),
-        concurrency=8,
-        retry=RetryPolicy(max_attempts=2, base_delay_s=0.01),
-    )
+    engine = api_engine(provider, urls, concurrency=8, attempts=2)
+    model = engine.model
 
     async def main() -> None:
         try:
