@@ -134,52 +134,32 @@ def test_a_skipped_vote_survives_the_step_log(tmp_path):
     assert record.votes == tuple(log.pending)  # written without its empty fields, read back whole
 
 
-def test_extra_votes_are_drawn_with_the_trained_halfs_generation_config():
-    """Not with the model's defaults (transformers' top_k=50): TRL's own GenerationConfig, as its rollouts; all
-    prompts in one left-padded batch, each prompt's k samples returned to it."""
-    torch = pytest.importorskip("torch")
-    from testtime.methods.ttrl.extra_votes import sample_extra
+def test_extra_votes_drawn_with_the_rollouts_arrive_per_row(tmp_path):
+    """shared_rollouts hands each row its prompt's extra votes: they decide the label, and are ledger lines."""
+    reward, log = _reward(tmp_path, n_vote=5, n_train=2)
+    batch = _batch([("p1", ["\\boxed{3}", "\\boxed{4}"]), ("p2", ["\\boxed{8}", "\\boxed{8}"])])
+    extras = [[("\\boxed{4}", 2)] * 3] * 2 + [[("\\boxed{9}", 2)] * 3] * 2
+    reward.extra_votes = lambda prompts, k: pytest.fail("votes drawn with the rollouts are not drawn again")
+    assert reward(**batch, extra_votes=extras, trainer_state=None) == [0.0, 1.0, 0.0, 0.0]
+    assert [v.label for v in log.pending] == ["4", "9"]
+    assert log.ledger.totals.calls == 10
 
-    seen = {}
 
-    class Tokenizer:
-        pad_token_id = 0
-        padding_side = "right"
-
-        def apply_chat_template(self, conversations, **kwargs):
-            seen["padding_side"] = self.padding_side
-            assert kwargs["padding"] and len(conversations) == 2
-            return {"input_ids": torch.tensor([[0, 5], [6, 7]]), "attention_mask": torch.tensor([[0, 1], [1, 1]])}
-
-        def decode(self, row, skip_special_tokens=True):
-            return f"\\boxed{{{int(row[0])}}}"
-
-    class Model:
-        device = "cpu"
-
-        def generate(self, ids, attention_mask, **kwargs):
-            seen.update(kwargs)
-            k = kwargs["num_return_sequences"]
-            rows = [[*ids[i].tolist(), 10 + i, 0] for i in range(len(ids)) for _ in range(k)]
-            return torch.tensor(rows)
-
-    generation = object()
-    tokenizer = Tokenizer()
-    trainer = SimpleNamespace(
-        processing_class=tokenizer,
-        model=Model(),
-        accelerator=SimpleNamespace(unwrap_model=lambda m: m),
-        generation_config=generation,
-    )
-    prompts = [[{"role": "user", "content": "q1"}], [{"role": "user", "content": "q2"}]]
-    votes = sample_extra(trainer, prompts, 3, config=None)
-    assert seen == {"padding_side": "left", "num_return_sequences": 3, "generation_config": generation}
-    assert tokenizer.padding_side == "right"  # restored
-    assert votes == [[("\\boxed{10}", 1)] * 3, [("\\boxed{11}", 1)] * 3]  # padding not counted as a token
+def test_random_downsampling_rewards_the_samples_trl_trains_on(tmp_path):
+    """With downsample=random the trained samples sit at random places among the votes; each reward must still
+    be the reward of the completion TRL trains with it."""
+    reward, log = _reward(tmp_path, n_vote=8, n_train=4, downsample="random")
+    trained = ["\\boxed{1}", "\\boxed{2}", "\\boxed{1}", "\\boxed{2}"]
+    reward.extra_votes = lambda prompts, k: [[("\\boxed{1}", 2)] * k for _ in prompts]
+    for _ in range(5):  # several draws of the kept places
+        rewards = reward(**_batch([("p1", trained)]), trainer_state=None)
+        assert log.pending[-1].label == "1"
+        assert rewards == [1.0, 0.0, 1.0, 0.0]
+        assert log.pending[-1].answers == ("1", "2", "1", "2")
 
 
 def test_extra_votes_on_vllm_use_the_colocated_engines_sampling_settings():
-    from testtime.methods.ttrl.extra_votes import vllm_sampling
+    from testtime.methods.ttrl.rollouts import vllm_sampling
 
     trl_generation = SimpleNamespace(
         temperature=1.0,

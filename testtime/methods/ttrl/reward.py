@@ -24,7 +24,7 @@ from testtime.core.results import TTRLStep, TTRLVote, read_steps
 from testtime.methods.ttrl.controls import TrainedReward
 from testtime.methods.ttrl.monitor import LabelHistory, vote_stats
 from testtime.methods.ttrl.settings import TTRLSettings
-from testtime.methods.ttrl.vote import PromptVote, VotePolicy, vote
+from testtime.methods.ttrl.vote import PromptVote, VotePolicy, keep, vote
 from testtime.selectors import SelectionContext, Selector
 
 
@@ -91,6 +91,7 @@ class VoteReward:
         completion_ids: Sequence[Sequence[int]],
         problem_id: Sequence[str],
         trainer_state: Any = None,
+        extra_votes: Sequence[Sequence[tuple[str, int]]] | None = None,
         **kwargs: Any,
     ) -> list[float]:
         group = self.settings.n_train
@@ -102,13 +103,20 @@ class VoteReward:
                 raise RuntimeError("a TRL generation group mixes prompts; the vote needs whole groups")
         extra_needed = self.settings.n_vote - group
         group_prompts = [prompts[start] for start in starts]
-        extras = self.extra_votes(group_prompts, extra_needed) if extra_needed and self.extra_votes else []
+        if extra_votes is not None:  # drawn with the rollouts (shared_rollouts), one list per row
+            extras = [extra_votes[start] for start in starts]
+        elif extra_needed and self.extra_votes:
+            extras = self.extra_votes(group_prompts, extra_needed)
+        else:
+            extras = [[] for _ in starts]
         step = int(getattr(trainer_state, "global_step", 0)) + 1
+        # TRL trains on its own completions: they take the kept places among the votes, the extras the others
+        kept = [keep(group + len(extras[g]), self.policy, self.rng) for g in range(len(starts))]
         texts = [
-            [_text(c) for c in completions[start : start + group]] + [t for t, _ in (extras[g] if extras else [])]
+            _arrange([_text(c) for c in completions[start : start + group]], [t for t, _ in extras[g]], kept[g])
             for g, start in enumerate(starts)
         ]
-        votes = asyncio.run(self._votes([problem_id[start] for start in starts], texts))
+        votes = asyncio.run(self._votes([problem_id[start] for start in starts], texts, kept))
         trained = self.trained.rewards(votes)  # the vote's own rewards, or a control's
         rewards: list[float] = []
         flips: list[bool | None] = []
@@ -137,7 +145,7 @@ class VoteReward:
             prompt_tokens = self.count_prompt_tokens(_messages(prompts[start]))
             for i, ids in enumerate(completion_ids[start : start + group]):
                 self._ledger_rollout(pid, i, step, prompt_tokens, len(ids), "ttrl_rollout")
-            for i, (_, tokens) in enumerate(extras[g] if extras else []):
+            for i, (_, tokens) in enumerate(extras[g]):
                 self._ledger_rollout(pid, group + i, step, prompt_tokens, tokens, "ttrl_vote")
             if prompt_vote.sandbox_seconds:
                 self.log.ledger.record(
@@ -152,12 +160,12 @@ class VoteReward:
         self.log.stats = vote_stats(votes, flips, trained)
         return rewards
 
-    async def _votes(self, problem_ids: list[str], texts: list[list[str]]) -> list[PromptVote]:
+    async def _votes(self, problem_ids: list[str], texts: list[list[str]], kept: list[list[int]]) -> list[PromptVote]:
         return list(
             await asyncio.gather(
                 *(
-                    vote(self.problems[pid], t, self.selector, self.context(self.problems[pid]), self.policy, self.rng)
-                    for pid, t in zip(problem_ids, texts, strict=True)
+                    vote(self.problems[p], t, self.selector, self.context(self.problems[p]), self.policy, self.rng, k)
+                    for p, t, k in zip(problem_ids, texts, kept, strict=True)
                 )
             )
         )
@@ -177,6 +185,15 @@ class VoteReward:
                 cost_usd=0.0,
             )
         )
+
+
+def _arrange(trained: list[str], extras: list[str], kept: list[int]) -> list[str]:
+    """The votes in order: trained samples at the kept indices, extra votes filling the rest."""
+    texts: list[str] = []
+    trained_left, extras_left = iter(trained), iter(extras)
+    for i in range(len(trained) + len(extras)):
+        texts.append(next(trained_left) if i in kept else next(extras_left))
+    return texts
 
 
 def _text(completion: Any) -> str:

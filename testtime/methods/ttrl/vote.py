@@ -78,12 +78,14 @@ async def vote(
     ctx: SelectionContext,
     policy: VotePolicy,
     rng: random.Random | None = None,
+    kept: list[int] | None = None,
 ) -> PromptVote:
-    """Select over all `texts` (one per sample) and reward the kept ones by agreement with the selection."""
+    """Select over all `texts` (one per sample) and reward the kept ones (drawn here unless the caller drew
+    them, knowing which samples it trains) by agreement with the selection."""
     if not texts:
         raise ValueError("a vote needs at least one sample")
     rng = rng or random.Random(0)
-    kept = keep(len(texts), policy, rng)  # before the selection draws from rng, as the vote always did
+    kept = keep(len(texts), policy, rng) if kept is None else kept  # before the selection draws from rng
     candidates = make_candidates(problem, [Completion(text=t) for t in texts])
     ctx.rng = rng
     selection = await selector.select(problem, candidates, ctx)
