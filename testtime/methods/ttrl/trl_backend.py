@@ -1,8 +1,11 @@
 """TTRL on one node with TRL's GRPOTrainer: CPU or GPU, optional vLLM rollouts (colocated) and LoRA.
 
 One rollout step = one generation batch of `prompts_per_step` prompts × N_train completions, split into
-optimiser steps of `mini_batch_prompts` prompts (TRL's `steps_per_generation`), so the paper's one-prompt
-mini-batches become several updates per rollout, as in verl. Written to the run directory:
+optimiser steps of `mini_batch_prompts` prompts' worth of rows (TRL's `steps_per_generation`), so the paper's
+one-prompt mini-batches become several updates per rollout, as in verl (TRL shuffles the rows before it splits
+them, so an update mixes prompts). On transformers all N_vote samples of a prompt are one shared-prefill batch
+(`rollouts.py`) and each prompt's forward is shared by its rows in training (`shared_prompt.py`); with
+`use_vllm`, TRL's colocated engine generates. Written to the run directory:
 `ttrl/steps.jsonl` (one line per optimiser step: TRL's metrics, the label-free vote statistics and, on the
 first step of each rollout, every prompt's vote with its kept answers and rewards), TRL checkpoints in
 `ttrl/checkpoints/` (a resumed run continues from the last one) and the trained model in `ttrl/final/`.
@@ -22,10 +25,11 @@ from testtime.core.extras import require
 from testtime.core.ledger import Ledger, LedgerEntry
 from testtime.core.records import Problem
 from testtime.core.results import TTRLStep
-from testtime.methods.ttrl.extra_votes import prompt_ids, sample_extra
 from testtime.methods.ttrl.monitor import CollapseAlarm
 from testtime.methods.ttrl.reward import StepLog, VoteReward, as_chat
+from testtime.methods.ttrl.rollouts import prompt_ids, sample_extra, shared_rollouts
 from testtime.methods.ttrl.settings import TTRLSettings
+from testtime.methods.ttrl.shared_prompt import shared_prompt_trainer
 from testtime.selectors import SelectionContext, Selector
 
 # TRL's per-step log keys, kept in steps.jsonl under shorter names.
@@ -81,7 +85,8 @@ def make_callback(settings: TTRLSettings, log: StepLog, parameters: int, started
                 record["votes"] = [v.model_copy(update={"step": state.global_step}) for v in log.pending]
                 log.pending = []
             # FLOPs: forward+backward on trained tokens (6N), plus forward passes for rollouts (2N) and, with
-            # a KL term, the reference model (2N). An estimate, stated as one.
+            # a KL term, the reference model (2N). An estimate, stated as one, of a row-by-row forward: the
+            # shared prompt pass (shared_prompt.py) does less, so it errs against TTRL.
             flops = 6 * parameters * trained + 2 * parameters * log.rollout_tokens
             flops += 2 * parameters * trained if settings.beta > 0 else 0
             log.rollout_tokens = 0
@@ -176,13 +181,25 @@ def train_ttrl(
         peft_config = LoraConfig(
             r=settings.lora_rank, lora_alpha=2 * settings.lora_rank, target_modules="all-linear", task_type="CAUSAL_LM"
         )
-    trainer = GRPOTrainer(
-        model=model_path, reward_funcs=reward, args=config, train_dataset=dataset, peft_config=peft_config
+    rollout = None  # vLLM: TRL's colocated engine generates; transformers: every vote in one shared-prefill batch
+    if not settings.use_vllm:
+        os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is marked experimental
+
+        def rollout(prompts: list[Any], trainer: Any) -> dict[str, Any]:
+            return shared_rollouts(prompts, trainer, n_train=settings.n_train, n_vote=settings.n_vote)
+
+    trainer = shared_prompt_trainer(GRPOTrainer)(
+        model=model_path,
+        reward_funcs=reward,
+        args=config,
+        train_dataset=dataset,
+        peft_config=peft_config,
+        rollout_func=rollout,
     )
     tokenizer = trainer.processing_class
     reward.count_prompt_tokens = lambda messages: len(prompt_ids(tokenizer, [messages])[0][0])
-    if settings.n_vote > settings.n_train:
-        reward.extra_votes = lambda prompts, k: sample_extra(trainer, prompts, k, config)
+    if settings.use_vllm and settings.n_vote > settings.n_train:
+        reward.extra_votes = lambda prompts, k: sample_extra(trainer, prompts, k)
     parameters = sum(p.numel() for p in trainer.model.parameters())
     trainer.add_callback(make_callback(settings, log, parameters, started_step))
     trainer.train(resume_from_checkpoint=str(_last_checkpoint(checkpoints) or "") or None)
