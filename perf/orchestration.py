@@ -1,9 +1,10 @@
 """Rollout-engine overhead: 1,000 calls at concurrency 64 against 200 ms of injected latency.
 
-Three rows, run side by side: the engine with the fake backend (pure engine cost: cache, ledger, retries,
-semaphore), and the engine through litellm and through the direct `openai:` provider against one real local
-HTTP server (each adds its client stack). The
-server runs in its own process, so its threads neither share this process's GIL nor count in its CPU time.
+Four rows, run side by side: the engine with the fake backend (pure engine cost: cache, ledger, retries,
+semaphore), the engine through litellm and through the direct `openai:` provider against one real local
+HTTP server (each adds its client stack), and bare aiohttp POSTs to that server with no engine, the floor
+that server and this box allow. The server runs in its own process, so its threads neither share this
+process's GIL nor count in its CPU time (they do share the box's cores).
 Ideal wall time = calls × latency / concurrency. Goals: ≤ 1.3× ideal, < 1 ms engine overhead per call;
 `openai:` ≤ 1.3× ideal and ≤ 1.5 ms CPU per call.
 
@@ -49,6 +50,27 @@ def run_engine(model: LanguageModel, calls: int, concurrency: int, folder: Path)
     return time.perf_counter() - wall, time.process_time() - cpu
 
 
+def run_bare(url: str, calls: int, concurrency: int) -> tuple[float, float]:
+    """The same POSTs from bare aiohttp, no engine: what the local server and this box allow at best."""
+    import aiohttp
+
+    body = {"model": "mock", "messages": [{"role": "user", "content": "What is 1 + 1?"}], "seed": 1}
+
+    async def send_all() -> None:
+        slots = asyncio.Semaphore(concurrency)
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+
+            async def one() -> None:
+                async with slots, session.post(f"{url.rstrip('/')}/chat/completions", json=body) as response:
+                    await response.read()
+
+            await asyncio.gather(*(one() for _ in range(calls)))
+
+    wall, cpu = time.perf_counter(), time.process_time()
+    asyncio.run(send_all())
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=1000)
@@ -77,6 +99,7 @@ def main() -> None:
         (Path(tmp) / "openai").mkdir()
         wall, cpu = run_engine(direct, args.calls, args.concurrency, Path(tmp) / "openai")
         rows.append(("engine + openai + local HTTP server", wall, cpu))
+        rows.append(("bare aiohttp POSTs, no engine (floor)", *run_bare(url, args.calls, args.concurrency)))
     server.kill()
     print(
         f"{args.calls} calls, concurrency {args.concurrency}, latency {args.latency * 1000:.0f} ms; "
