@@ -72,7 +72,9 @@ def run(
     temperature: Annotated[float | None, Opt(help="0 = greedy (default 0.7)")] = None,
     top_p: Annotated[float | None, Opt(help="nucleus sampling (default 1.0)")] = None,
     max_tokens: Annotated[int | None, Opt(help="max new tokens per sample (default 512)")] = None,
-    concurrency: Annotated[int, Opt(help="model calls in flight (also the local batch size)")] = 16,
+    concurrency: Annotated[
+        int, Opt(help="model calls in flight (also the local batch size: 64 suits hf: on CPU)")
+    ] = 16,
     out: Annotated[Path | None, Opt(help="run directory (default runs/<time>-<method>-<bench>-<model>)")] = None,
     resume: Annotated[
         Path | None, Opt(help="continue a killed or stopped run here; only --max-cost/--max-tokens-total may change")

@@ -101,6 +101,7 @@ def controls_command(
     steps: Annotated[int | None, Opt(help="rollout steps (default: the preset's)")] = None,
     limit: Annotated[int | None, Opt(help="only the first N problems")] = None,
     seed: Annotated[int, Opt()] = 0,
+    concurrency: Annotated[int, Opt(help="evaluation batch of the local model (the miniature's: 64)")] = 64,
     data_dir: Annotated[str | None, Opt(help="folder with <bench>.jsonl (or $TESTTIME_DATA_DIR)")] = None,
     bench_opt: Annotated[list[str] | None, Opt("--bench-opt", help="benchmark option KEY=VALUE")] = None,
     method_opt: Annotated[list[str] | None, Opt("--method-opt", help="TTRL setting KEY=VALUE, for every run")] = None,
@@ -134,6 +135,7 @@ def controls_command(
         data_dir=data_dir,
         bench_options=bench_options,
         method_options=options,
+        concurrency=concurrency,
     )
     chosen = [r.strip() for r in rewards.split(",") if r.strip()]
     run_controls(base, out, chosen, progress=not quiet and sys.stderr.isatty(), log=console.print)

@@ -23,7 +23,7 @@ from testtime.methods import SelectorChoice
 
 PRESETS: dict[str, dict[str, Any]] = {
     "paper": {},
-    # The paper's recipe at a size a 2-core box trains in ~15 minutes, with the temperature it uses for Math
+    # The paper's recipe at a size a 2-core box trains in ~7 minutes, with the temperature it uses for Math
     # models (1.0) for training and evaluation: there the embedded model's majority beats a sample (pass@1
     # 0.18, maj@8 0.38 on the miniature's problems); at T=0.6 they tie (0.36 / 0.34) and the vote carries no
     # signal. One epoch over the 32 problems (8 rollout steps, 32 updates) at 3e-6: 48 updates at 5e-7 barely
