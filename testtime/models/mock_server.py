@@ -64,6 +64,9 @@ class MockChatServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Headers and body leave as two writes: with Nagle's algorithm the body waits for the client's
+            # delayed ACK of the headers (up to 40 ms a response), which read as client overhead in perf/
+            disable_nagle_algorithm = True
 
             def log_message(self, *args: Any) -> None:
                 return
