@@ -1,6 +1,6 @@
 """Shared prefill: the KV cache of each distinct prompt computed once and copied to each of its samples.
 
-n samples of one prompt need one prompt forward, not n (perf/hf_prefill.py: 0.79× the wall time of a prefill
+n samples of one prompt need one prompt forward, not n (perf/hf_prefill.py: 0.58–0.64× the wall time of a prefill
 per sample at n=8 on the embedded model). Used by the `hf:` backend and by TTRL's rollouts, which sample
 N_vote completions of every prompt from the policy being trained.
 """
