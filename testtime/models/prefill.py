@@ -52,3 +52,9 @@ def generate_shared(model: Any, input_ids: Any, attention_mask: Any, counts: Any
             options[cache_argument(model)] = shared_prefix_cache(model, input_ids, attention_mask, counts)
         output = model.generate(input_ids=ids, attention_mask=mask, **options)
     return output[:, ids.shape[1] :]
+
+
+def through_end(row: list[int], end_ids: Any) -> list[int]:
+    """A generated row up to and including its first end token (what follows is padding)."""
+    end = next((i for i, token in enumerate(row) if token in end_ids), None)
+    return row if end is None else row[: end + 1]

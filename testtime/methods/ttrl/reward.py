@@ -189,11 +189,8 @@ class VoteReward:
 
 def _arrange(trained: list[str], extras: list[str], kept: list[int]) -> list[str]:
     """The votes in order: trained samples at the kept indices, extra votes filling the rest."""
-    texts: list[str] = []
-    trained_left, extras_left = iter(trained), iter(extras)
-    for i in range(len(trained) + len(extras)):
-        texts.append(next(trained_left) if i in kept else next(extras_left))
-    return texts
+    places, trained_left, extras_left = set(kept), iter(trained), iter(extras)
+    return [next(trained_left) if i in places else next(extras_left) for i in range(len(trained) + len(extras))]
 
 
 def _text(completion: Any) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from testtime.models.prefill import generate_shared
+from testtime.models.prefill import generate_shared, through_end
 
 Votes = list[list[tuple[str, int]]]  # per prompt, k (text, completion tokens)
 
@@ -63,7 +63,7 @@ def shared_rollouts(prompts: list[Any], trainer: Any, *, n_train: int, n_vote: i
     generated = generate_shared(
         model, ids.to(model.device), mask.to(model.device), counts, generation_config=trainer.generation_config
     )
-    samples = [_through_eos(row, trainer.eos_token_ids) for row in generated.tolist()]
+    samples = [through_end(row, trainer.eos_token_ids) for row in generated.tolist()]  # as TRL cuts its own
     prompt_rows, completion_rows, extra_votes = [], [], []
     for g in range(len(groups)):
         drawn = samples[g * n_vote : (g + 1) * n_vote]
@@ -72,12 +72,6 @@ def shared_rollouts(prompts: list[Any], trainer: Any, *, n_train: int, n_vote: i
         completion_rows += drawn[:n_train]
         extra_votes += [extras] * n_train
     return {"prompt_ids": prompt_rows, "completion_ids": completion_rows, "logprobs": None, "extra_votes": extra_votes}
-
-
-def _through_eos(row: list[int], eos_ids: Any) -> list[int]:
-    """A generated row up to and including its first EOS (what follows is padding), as TRL cuts its own."""
-    end = next((i for i, token in enumerate(row) if token in eos_ids), None)
-    return row if end is None else row[: end + 1]
 
 
 def prompt_ids(tokenizer: Any, conversations: list[Any]) -> tuple[Any, Any]:
