@@ -30,7 +30,10 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=8)
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--smoke", action="store_true", help="a tiny size, to prove the script still runs (CI)")
     args = parser.parse_args()
+    if args.smoke:
+        args.n, args.tokens, args.repeats = 2, 4, 1
     path = embedded_model_dir("smollm2-135m")
     tokenizer = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()

@@ -76,7 +76,10 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--latency", type=float, default=0.2)
+    parser.add_argument("--smoke", action="store_true", help="a tiny size, to prove the script still runs (CI)")
     args = parser.parse_args()
+    if args.smoke:
+        args.calls, args.concurrency, args.latency = 40, 8, 0.01
     ideal = args.calls * args.latency / args.concurrency
     rows = []
     server = subprocess.Popen(

@@ -65,7 +65,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=30)
     parser.add_argument("--candidates", type=int, default=100)
+    parser.add_argument("--smoke", action="store_true", help="a tiny size, to prove the script still runs (CI)")
     args = parser.parse_args()
+    if args.smoke:
+        args.jobs, args.candidates = 3, 4
     rows: list[tuple[str, float, float | None]] = []
     bare = one_shot([sys.executable, "-c", HARNESS_SOURCE])
     rows.append(("bare host subprocess (reference)", median_ms(bare, args.jobs), throughput_s(bare, args.candidates)))

@@ -23,6 +23,7 @@ from testtime.core.rollout import RolloutEngine
 from testtime.models.fake import FakeModel
 from testtime.sandbox import ExecutionReport, Sandbox
 from testtime.sandbox.choose import open_sandbox
+from testtime.selectors import SelectionContext
 from testtime.selectors.execution import ExecutionSelector
 
 SIEVE = """n = int(input())
@@ -55,9 +56,12 @@ def main() -> None:
     parser.add_argument(
         "--max-n", type=int, default=200_000, help="sieve bound: 2e5 ≈ 1 ms of program time per test, 2e6 ≈ 10 ms"
     )
+    parser.add_argument("--smoke", action="store_true", help="a tiny size, to prove the script still runs (CI)")
     args = parser.parse_args()
+    if args.smoke:
+        args.problems, args.max_n = 1, 2_000
     rng = random.Random(0)
-    selector = ExecutionSelector(n_inputs=30, timeout_s=6.0)
+    selector = ExecutionSelector(test_inputs=30, timeout_s=6.0)
     walls = []
     with open_sandbox(args.sandbox) as sandbox:
         timed = Timed(sandbox)
@@ -71,11 +75,11 @@ def main() -> None:
             )
             candidates = [Candidate(index=k, text="", answer=SIEVE.format(tweak=TWEAKS[k])) for k in range(8)]
             problem = Problem(id=f"p{p}", domain="code", statement="Count primes up to N.")
-            context = {"seed": 0, "engine": engine, "params": SamplingParams(), "sandbox": timed}
+            context = SelectionContext(seed=0, engine=engine, params=SamplingParams(), sandbox=timed)  # type: ignore[arg-type]
             started = time.perf_counter()
-            selection = asyncio.run(selector.aselect(problem, candidates, context))
+            selection = asyncio.run(selector.select(problem, candidates, context))
             walls.append(time.perf_counter() - started)
-            assert selection.index in (0, 1, 2, 3, 6), selection.evidence["candidates"]
+            assert selection.index in (0, 1, 2, 3, 6), selection.evidence
     overhead = timed.job_seconds - timed.program_seconds
     print(f"{args.problems} problems × 8 candidates × 30 inputs on {args.sandbox}")
     print(f"{'wall s/problem (median)':28} {sorted(walls)[len(walls) // 2]:8.2f}")

@@ -4,7 +4,7 @@ Each round is a chain of two dependent calls (the K rollouts in parallel, then t
 strategy call, so the critical path per problem is (1 + 2·T) × latency; problems run in parallel. Goal:
 wall time ≤ 1.2× the critical path, and < 1 ms engine overhead per call (CPU time of this process per call).
 
-    .venv/bin/python perf/trt_orchestration.py [--latency 0.1] [--problems 30]
+    .venv/bin/python perf/trt_orchestration.py [--latency 0.1] [--problems 30] [--smoke]
 """
 
 from __future__ import annotations
@@ -29,7 +29,10 @@ def main() -> None:
     parser.add_argument("--problems", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--rollouts", type=int, default=4)
+    parser.add_argument("--smoke", action="store_true", help="a tiny size, to prove the script still runs (CI)")
     args = parser.parse_args()
+    if args.smoke:
+        args.problems, args.rounds, args.rollouts, args.latency = 3, 2, 2, 0.01
     ledger = Ledger()
     engine = RolloutEngine(
         FakeModel(latency_s=args.latency),
@@ -46,11 +49,18 @@ def main() -> None:
     )
     problems = [Problem(id=f"p{i}", domain="math", statement=f"What is {i} + {i}?") for i in range(args.problems)]
     method = TRT(rounds=args.rounds, rollouts=args.rollouts)
+    method.prepare("math")
+    ctx.sampling = method.sampling("math", ctx.params)
+
+    async def solve_all() -> int:
+        return len([result async for result in method.stream(problems, ctx)])
+
     wall, cpu = time.perf_counter(), time.process_time()
-    asyncio.run(method.run(problems, ctx))
+    solved = asyncio.run(solve_all())
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     critical = (1 + 2 * args.rounds) * args.latency
     calls = ledger.totals.calls
+    assert solved == args.problems, f"{solved} of {args.problems} problems came back"
     print(f"{args.problems} problems × T={args.rounds} × K={args.rollouts}, latency {args.latency * 1000:.0f} ms")
     print(f"{'calls':34} {calls:10d}   (expected {args.problems * (1 + args.rounds * (args.rollouts + 1))})")
     print(f"{'critical path s':34} {critical:10.2f}")

@@ -39,7 +39,11 @@ PROMPTS, VOTES, TRAINED, TOKENS = 4, 16, 8, 32
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--tokens", type=int, default=TOKENS, help="new tokens per rollout (the miniature's: 32)")
+    parser.add_argument("--smoke", action="store_true", help="a tiny size, to prove the script still runs (CI)")
     args = parser.parse_args()
+    if args.smoke:
+        args.repeats, args.tokens = 1, 4
     path = embedded_model_dir("smollm2-135m")
     tokenizer = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).train()
@@ -48,7 +52,7 @@ def main() -> None:
     problems, _ = benchmark.load()
     conversations = [as_chat(benchmark.prompt(p)) for p in problems[:PROMPTS]]
     sampling = GenerationConfig(
-        do_sample=True, temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=TOKENS,
+        do_sample=True, temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=args.tokens,
         pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
     )  # fmt: skip
     trainer = SimpleNamespace(

@@ -44,7 +44,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--problems", type=int, default=500)
     parser.add_argument("--samples", type=int, default=64)
+    parser.add_argument("--smoke", action="store_true", help="a tiny size, to prove the script still runs (CI)")
     args = parser.parse_args()
+    if args.smoke:
+        args.problems, args.samples = 20, 4
     chromium = shutil.which("chromium")
     folder = Path(tempfile.mkdtemp(prefix="testtime-viewer-perf-"))
     run = folder / "run"

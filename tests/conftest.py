@@ -84,7 +84,7 @@ def open_sandbox_or_skip() -> Iterator[Sandbox]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The TTRL miniature (about 30 minutes) runs only when asked for: `-m miniature` (CI's second stage)."""
+    """The TTRL miniature (about 10 minutes) runs only when asked for: `-m miniature` (CI's second stage)."""
     if "miniature" in (config.getoption("markexpr") or ""):
         return
     chosen = [item for item in items if item.get_closest_marker("miniature") is None]

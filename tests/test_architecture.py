@@ -13,15 +13,31 @@ from testtime.core.records import Reference
 
 PACKAGE = Path(__file__).resolve().parents[1] / "testtime"
 
-# package → the testtime packages it may import (architecture.md, "Packages and what each owns")
+# The floors, top to bottom: cli → experiments → run → evaluation / methods → benchmarks / selectors →
+# models / sandbox → core / knowledge. A package may import its own floor's package and anything below it
+# (architecture.md, "Packages and what each owns"); nothing points up, and evaluation never reads a method.
+_BOTTOM = {"core"}
+_MODELS = _BOTTOM | {"models", "sandbox"}
+_SELECTION = _MODELS | {"selectors", "benchmarks"}
 ALLOWED = {
     "core": {"core"},
-    "models": {"core", "models"},
-    "selectors": {"core", "sandbox", "selectors"},
     "knowledge": {"core", "knowledge"},
-    "methods": {"core", "models", "selectors", "sandbox", "knowledge", "methods"},
+    "models": {"core", "models"},
+    "sandbox": {"core", "sandbox"},
+    "selectors": {"core", "sandbox", "selectors"},
     "benchmarks": {"core", "sandbox", "benchmarks"},
+    "methods": {"core", "models", "selectors", "sandbox", "knowledge", "methods"},
+    "evaluation": {"core", "sandbox", "benchmarks", "evaluation"},
+    "run": _SELECTION | {"knowledge", "methods", "evaluation", "run"},
+    "experiments": _SELECTION | {"knowledge", "methods", "evaluation", "run", "experiments"},
+    "cli": _SELECTION | {"knowledge", "methods", "evaluation", "run", "experiments", "cli"},
 }
+
+
+def test_every_package_has_a_floor() -> None:
+    """A new package must be placed in the table above before it can import anything."""
+    packages = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert packages == set(ALLOWED)
 
 
 def _imported_packages(path: Path) -> set[str]:
@@ -44,12 +60,13 @@ def test_imports_point_down_the_table(package: str) -> None:
 
 
 READERS = (
-    "benchmarks/scoring.py",
-    "benchmarks/ttrl_audit.py",
+    "evaluation/scoring.py",
+    "evaluation/ttrl_audit.py",
     "experiments/report.py",
     "experiments/curves.py",
     "experiments/viewer/data.py",
 )
+LOADERS = ("testtime.core.results", "testtime.experiments.viewer.data", "testtime.run.directory")
 
 
 def _imported_modules(path: Path) -> set[str]:
@@ -67,7 +84,7 @@ def test_readers_of_results_use_typed_records_not_method_modules(reader: str) ->
     """What scores, audits, plots and reports a run reads the records in core, never a method's own module
     (which would tie them to that method's output shapes)."""
     modules = _imported_modules(PACKAGE / reader)
-    assert "testtime.core.results" in modules or "testtime.experiments.viewer.data" in modules  # its loader
+    assert any(loader in modules for loader in LOADERS)  # the typed records, or a loader of them
     assert not [m for m in modules if m.startswith("testtime.methods")]
 
 
@@ -97,14 +114,14 @@ def test_no_reference_is_reachable_from_what_a_method_receives(shared_data: Path
     from testtime.core.ledger import Ledger
     from testtime.core.records import SamplingParams
     from testtime.core.rollout import RolloutEngine
-    from testtime.experiments.config import RunConfig
-    from testtime.experiments.run import build_benchmark, build_method, load_problems
     from testtime.methods import MethodContext
     from testtime.models import resolve_model
+    from testtime.run.build import build_benchmark, build_method, load_problems
+    from testtime.run.settings import RunSettings
     from testtime.sandbox import SandboxError
     from testtime.sandbox.choose import open_sandbox
 
-    config = RunConfig(method=method, bench=bench, model="fake:", data_dir=str(shared_data))
+    config = RunSettings(method=method, bench=bench, model="fake:", data_dir=str(shared_data))
     benchmark = build_benchmark(config)
     problems, references = load_problems(benchmark, None)
     assert len(references) == len(problems) > 0
@@ -135,10 +152,10 @@ def test_no_reference_is_reachable_from_what_a_method_receives(shared_data: Path
 
 def test_the_walk_would_catch_a_leak(shared_data: Path) -> None:
     """The check above can fail: a reference smuggled onto the benchmark behind ctx.prompt is found."""
-    from testtime.experiments.config import RunConfig
-    from testtime.experiments.run import build_benchmark, load_problems
+    from testtime.run.build import build_benchmark, load_problems
+    from testtime.run.settings import RunSettings
 
-    benchmark = build_benchmark(RunConfig(method="single", bench="aime24", model="fake:", data_dir=str(shared_data)))
+    benchmark = build_benchmark(RunSettings(method="single", bench="aime24", model="fake:", data_dir=str(shared_data)))
     problems, references = load_problems(benchmark, 2)
     benchmark.leaked = {"cache": [references[problems[0].id]]}  # type: ignore[attr-defined]
     assert any(isinstance(o, Reference) for o in _reachable([benchmark.prompt, problems]))

@@ -190,5 +190,5 @@ def test_the_official_grader_is_an_option_recorded_in_the_summary(tmp_path: Path
 
 
 def test_an_unknown_grader_is_a_clear_error() -> None:
-    with pytest.raises(UserError, match="grader must be lenient or official"):
+    with pytest.raises(UserError, match="lcb-v6 option grader: Input should be 'lenient' or 'official'"):
         BENCHMARKS.create("lcb-v6", grader="strict")

@@ -13,8 +13,9 @@ from testtime.core.errors import UserError
 from testtime.core.ledger import Ledger, LedgerEntry, read_entries
 from testtime.core.records import Completion, Message, SamplingParams
 from testtime.core.results import ResultRecord, TTRLStep, read_steps
-from testtime.core.rundir import RunDir
-from testtime.methods.ttrl.reward import StepLog
+from testtime.methods.ttrl.monitor import LabelHistory
+from testtime.methods.ttrl.reward import append_step, resume_steps
+from testtime.run.directory import RunDir
 
 PROMPT = [Message(role="user", content="hi")]
 
@@ -69,9 +70,8 @@ def test_an_entry_after_a_torn_line_is_not_glued_to_it(tmp_path: Path, kind: str
         RoundCheckpoints(path).append("p", 2, {"state": {}})
         assert [e["round"] for e in RoundCheckpoints(path).rounds("p")] == [1, 2]
     else:
-        log = StepLog(path, Ledger(None), "m")
-        assert log.resume() == 1
-        log.write(TTRLStep(step=2))
+        assert resume_steps(path, LabelHistory()) == 1
+        append_step(path, TTRLStep(step=2))
         assert [r.step for r in read_steps(path)] == [1, 2]
     assert all(line.startswith("{") and line.endswith("}") for line in path.read_text().splitlines())
 
@@ -112,6 +112,7 @@ def test_results_of_runs_written_before_records_were_typed_still_read(tmp_path: 
         "sample_correct": [],
         "sample_status": [],
     }
+    run.config_path.write_text(json.dumps({"run": {"method": "trt", "bench": "arith", "model": "fake:"}}))  # schema 1
     run.results_path.write_text(json.dumps(old) + "\n")
     [record] = run.read_results()
     assert record.rounds[0].selected_answer == "4"
@@ -121,6 +122,6 @@ def test_results_of_runs_written_before_records_were_typed_still_read(tmp_path: 
 
 def test_run_dir_refuses_to_overwrite_a_run(tmp_path: Path) -> None:
     run = RunDir.create(tmp_path / "run")
-    run.write_config({"run": {}})
+    run.config_path.write_text("{}")
     with pytest.raises(UserError, match="--resume"):
         RunDir.create(tmp_path / "run")

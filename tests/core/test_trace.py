@@ -8,8 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from subprocess import CompletedProcess
 
-from testtime.core.rundir import RunDir
 from testtime.core.trace import read_trace
+from testtime.run.directory import RunDir
 
 Cli = Callable[..., CompletedProcess[str]]
 

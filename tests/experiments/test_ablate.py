@@ -10,34 +10,26 @@ from typing import Any
 import pytest
 
 from testtime.core.ledger import read_entries
-from testtime.experiments.ablate import depth_width, plan, planned_calls
-from testtime.experiments.config import RunConfig
-from testtime.experiments.run import execute, start_run
+from testtime.experiments.ablate import Grid, depth_width, planned_calls
+from testtime.run import lifecycle
+from testtime.run.execute import execute
+from testtime.run.settings import RunSettings
 
-BASE = {
-    "bench": "arith",
-    "model": "fake:echo",
-    "limit": 3,
-    "data_dir": None,
-    "temperature": 0.7,
-    "max_tokens": 64,
-    "concurrency": 8,
-    "seed": 0,
-    "api_base": None,
-    "bench_options": {},
-}
+BASE = RunSettings(
+    method="majority", bench="arith", model="fake:echo", limit=3, temperature=0.7, max_tokens=64, concurrency=8
+)
+RSA = {"population": "4", "aggregate": "2", "steps": "3"}
+GRID = Grid(base=BASE, rounds=3, widths=[1, 2], majority_n=8, rsa=RSA)
 
 
 def _run_grid(out: Path) -> tuple[list[Any], list[Path]]:
-    return depth_width(
-        BASE,
-        out,
-        rounds=3,
-        widths=[1, 2],
-        majority_n=8,
-        rsa={"population": "4", "aggregate": "2", "steps": "3"},
-        progress=False,
-        log=lambda *_: None,
+    return depth_width(GRID, out, log=lambda *_: None)
+
+
+def _small_grid(budget: int) -> Grid:
+    rsa = {"population": "2", "aggregate": "2", "steps": "2"}
+    return Grid(
+        base=BASE.model_copy(update={"max_tokens_total": budget}), rounds=2, widths=[1, 2], majority_n=4, rsa=rsa
     )
 
 
@@ -51,7 +43,7 @@ def grid(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Any]]:
 
 def test_every_sub_run_costs_exactly_what_the_grid_planned(grid: tuple[Path, list[Any]]) -> None:
     out, _ = grid
-    for name, config in plan(BASE, 3, [1, 2], 8, {"population": "4", "aggregate": "2", "steps": "3"}).items():
+    for name, config in GRID.plan().items():
         paid = [e for e in read_entries(out / name / "ledger.jsonl") if not e.cached]
         assert len(paid) == planned_calls(config, problems=3), name
 
@@ -103,7 +95,7 @@ def test_report_puts_each_method_beside_majority_at_its_budget(
 def test_report_on_an_unfinished_run_is_a_clear_error(tmp_path: Path, testtime_cli: Callable[..., Any]) -> None:
     run = tmp_path / "run"
     run.mkdir()
-    (run / "config.json").write_text(json.dumps({"run": {}}))
+    (run / "config.json").write_text(json.dumps({"run": {"method": "single", "bench": "arith", "model": "fake:"}}))
     result = testtime_cli("report", str(run))
     assert result.returncode == 2 and "no summary.json yet" in result.stderr
 
@@ -112,9 +104,8 @@ def test_one_budget_covers_the_whole_grid_and_a_larger_one_resumes(tmp_path: Pat
     from testtime.core.errors import UserError
 
     out = tmp_path / "grid"
-    rsa = {"population": "2", "aggregate": "2", "steps": "2"}
     with pytest.raises(UserError, match="the grid's budget ran out"):
-        depth_width({**BASE, "max_tokens_total": 400}, out, 2, [1, 2], 4, rsa, progress=False, log=lambda *_: None)
+        depth_width(_small_grid(400), out, log=lambda *_: None)
     spent = sum(
         e.prompt_tokens + e.completion_tokens
         for p in out.iterdir()
@@ -122,15 +113,13 @@ def test_one_budget_covers_the_whole_grid_and_a_larger_one_resumes(tmp_path: Pat
         for e in read_entries(p / "ledger.jsonl")
     )
     assert spent < 400 + 200  # stopped near the budget (calls in flight land), not after the whole grid
-    points, _ = depth_width(
-        {**BASE, "max_tokens_total": 10**7}, out, 2, [1, 2], 4, rsa, progress=False, log=lambda *_: None
-    )
+    points, _ = depth_width(_small_grid(10**7), out, log=lambda *_: None)
     assert {p.series for p in points} == {
         "trt K=1",
         "trt K=2",
         "majority",
         "rsa N=2 K=2",
-        "rsa N=2 K=2 population mean",
+        "rsa N=2 K=2 pass@1",
     }
 
 
@@ -157,19 +146,32 @@ def test_report_pairs_only_runs_with_the_same_settings(grid: tuple[Path, list[An
 
     out, _ = grid
     hotter = tmp_path / "majority-hot"
-    run, parts = start_run(RunConfig(**{**BASE, "temperature": 1.0}, method="majority", n=8), hotter)
-    execute(run, parts=parts, progress=False)
-    rows = {Path(r["run"]).name: r for r in build_report([out / "trt-K2", hotter])["runs"]}
-    assert "temperature 1.0 vs 0.7" in rows["trt-K2"]["same_budget_majority"]["none"]  # never compared
-    rows = {Path(r["run"]).name: r for r in build_report([out / "trt-K2", hotter, out / "majority"])["runs"]}
-    base = rows["trt-K2"]["same_budget_majority"]
-    assert base["run"].endswith("majority") and set(base["difference"]) == {"mean", "ci_low", "ci_high"}
+    execute(lifecycle.create(BASE.model_copy(update={"temperature": 1.0, "n": 8}), hotter))
+    rows = {Path(r.run).name: r for r in build_report([out / "trt-K2", hotter]).runs}
+    assert "temperature 1.0 vs 0.7" in (rows["trt-K2"].same_budget_majority.none or "")  # never compared
+    rows = {Path(r.run).name: r for r in build_report([out / "trt-K2", hotter, out / "majority"]).runs}
+    base = rows["trt-K2"].same_budget_majority
+    assert (
+        base.run.endswith("majority") and base.difference is not None and base.difference.interval == "paired_bootstrap"
+    )
 
 
 def test_binary_accuracy_has_a_wilson_interval_even_at_zero() -> None:
-    from testtime.benchmarks.metrics import mean_ci
+    from testtime.evaluation.metrics import mean_ci
 
     none_right = mean_ci([0.0, 0.0, 0.0])
-    assert none_right["mean"] == 0.0 and none_right["ci_low"] == 0.0 and none_right["ci_high"] > 0.4  # 0/3 is no proof
+    assert none_right is not None and none_right.interval == "wilson"
+    assert none_right.mean == 0.0 and none_right.ci_low == 0.0 and none_right.ci_high > 0.4  # 0/3 is no proof
     all_right = mean_ci([1.0] * 3)
-    assert all_right["ci_high"] == 1.0 and all_right["ci_low"] < 0.6
+    assert all_right is not None and all_right.ci_high == 1.0 and all_right.ci_low < 0.6
+
+
+def test_ablate_points_use_wilson_for_accuracy_like_every_other_view(grid: tuple[Path, list[Any]]) -> None:
+    """At 3 problems a bootstrap interval of 0/3 or 3/3 collapses to a point; the grid's must not."""
+    from testtime.evaluation.metrics import wilson_ci
+
+    _, points = grid
+    trt = [p for p in points if p.series == "trt K=1"]
+    for point in trt:
+        low, high = wilson_ci(round(point.accuracy * point.problems), point.problems)
+        assert (point.ci_low, point.ci_high) == pytest.approx((low, high))

@@ -10,14 +10,14 @@ import pytest
 
 from testtime.core.errors import UserError
 from testtime.core.results import ResultRecord, TTRLAudit
-from testtime.core.rundir import RunDir
-from testtime.experiments.config import RunConfig
 from testtime.experiments.ttrl_controls import compare, report_lines, run_controls
+from testtime.run.directory import RunDir
+from testtime.run.settings import RunSettings
 
 
 def _sub_run(folder: Path, before: list[float], after: list[float]) -> None:
     run = RunDir.create(folder)
-    run.write_config({"run": {}})
+    run.config_path.write_text("{}")
     for i, (b, a) in enumerate(zip(before, after, strict=True)):
         run.append_result(
             ResultRecord(
@@ -38,18 +38,18 @@ def test_gains_and_ttrl_minus_each_control_are_paired_by_problem(tmp_path: Path)
     _sub_run(tmp_path / "random", base, [0.0, 0.5, 0.5, 0.5, 0.5, 0.0])
     _sub_run(tmp_path / "format", base, list(base))
     rows = {row["reward"]: row for row in compare(tmp_path)}
-    assert rows["majority"]["gain"]["mean"] == pytest.approx(0.5)
-    assert rows["random"]["gain"]["mean"] == pytest.approx(1 / 12)
-    assert rows["format"]["gain"] == {"mean": 0.0, "ci_low": 0.0, "ci_high": 0.0}
-    assert rows["random"]["ttrl_minus"]["mean"] == pytest.approx(5 / 12)
-    assert rows["random"]["ttrl_minus"]["ci_low"] > 0  # better on four problems of six, worse on none
+    assert rows["majority"]["gain"].mean == pytest.approx(0.5)
+    assert rows["random"]["gain"].mean == pytest.approx(1 / 12)
+    assert (rows["format"]["gain"].mean, rows["format"]["gain"].ci_low, rows["format"]["gain"].ci_high) == (0, 0, 0)
+    assert rows["random"]["ttrl_minus"].mean == pytest.approx(5 / 12)
+    assert rows["random"]["ttrl_minus"].ci_low > 0  # better on four problems of six, worse on none
     assert "ttrl_minus" not in rows["majority"]
     lines = report_lines(list(rows.values()))
     assert lines[0].startswith("reward") and lines[2].startswith("random") and "+0.417" in lines[2]
 
 
 def test_controls_refuse_a_set_without_ttrl_or_an_unknown_reward(tmp_path: Path) -> None:
-    base = RunConfig(method="ttrl", bench="arith", model="hf:smollm2-135m")
+    base = RunSettings(method="ttrl", bench="arith", model="hf:smollm2-135m")
     with pytest.raises(UserError, match="include the majority reward"):
         run_controls(base, tmp_path, ["random", "format"])
     with pytest.raises(UserError, match="unknown ttrl reward 'oracle'"):

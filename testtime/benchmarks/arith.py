@@ -9,12 +9,13 @@ embedded model (T=0.7): `digits=1` is easy (pass@1 ≈ 0.85), `digits=2` (the de
 from __future__ import annotations
 
 import random
-from pathlib import Path
 from typing import Any
+
+from pydantic import Field
 
 from testtime.benchmarks.base import BENCHMARKS, SealedReferences
 from testtime.benchmarks.math_common import MathBenchmark
-from testtime.core.errors import UserError
+from testtime.core.options import Options
 from testtime.core.records import Message, Problem, Reference
 
 FEW_SHOT = (
@@ -26,38 +27,31 @@ FEW_SHOT = (
 _APPLY = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
 
 
+class ArithOptions(Options):
+    digits: int = Field(2, ge=1, le=6, description="operand size in digits (1 easy, 2 the TTRL regime)")
+    ops: str = Field("+", pattern=r"^[-+*]+$", description="operators drawn from '+-*'")
+    size: int = Field(32, ge=1, description="problems")
+    seed: int = Field(0, description="the generator's seed")
+
+
 @BENCHMARKS.register("arith", help="synthetic seeded integer arithmetic; options digits=2 ops=+ size=32 seed=0")
 class Arith(MathBenchmark):
     name = "arith"
     hub_id = "(synthetic)"
-
-    def __init__(
-        self,
-        data_dir: str | Path | None = None,
-        digits: int | str = 2,
-        ops: str = "+",
-        size: int | str = 32,
-        seed: int | str = 0,
-    ) -> None:
-        super().__init__()  # synthetic: a data dir is accepted (runs pass one to every benchmark) and unused
-        try:
-            self.digits, self.size, self.seed = int(digits), int(size), int(seed)
-        except ValueError:
-            raise UserError("arith options digits, size and seed must be integers") from None
-        if not 1 <= self.digits <= 6 or self.size < 1 or not ops or set(ops) - set(_APPLY):
-            raise UserError("arith needs 1 <= digits <= 6, size >= 1, and ops drawn from '+-*'")
-        self.ops = ops
+    Options = ArithOptions
+    options: ArithOptions
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "digits": self.digits, "ops": self.ops, "size": self.size, "seed": self.seed}
+        return {"name": self.name, **self.options.model_dump()}  # synthetic: a data dir is accepted, unused
 
     def load(self) -> tuple[list[Problem], SealedReferences]:
-        rng = random.Random(f"arith-{self.digits}-{self.ops}-{self.seed}")
-        low, high = 10 ** (self.digits - 1) if self.digits > 1 else 0, 10**self.digits - 1
+        o = self.options
+        rng = random.Random(f"arith-{o.digits}-{o.ops}-{o.seed}")
+        low, high = 10 ** (o.digits - 1) if o.digits > 1 else 0, 10**o.digits - 1
         problems, references = [], []
-        for i in range(self.size):
-            a, b, op = rng.randint(low, high), rng.randint(low, high), rng.choice(self.ops)
-            pid = f"arith-d{self.digits}-{i}"
+        for i in range(o.size):
+            a, b, op = rng.randint(low, high), rng.randint(low, high), rng.choice(o.ops)
+            pid = f"arith-d{o.digits}-{i}"
             problems.append(Problem(id=pid, domain="math", statement=f"What is {a} {op} {b}?"))
             references.append(Reference(problem_id=pid, answer=str(_APPLY[op](a, b))))
         return problems, SealedReferences(references)

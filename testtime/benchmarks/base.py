@@ -1,7 +1,9 @@
 """The `Benchmark` contract, the sealed references, and where data comes from.
 
 `load()` returns problems (what methods see) and `SealedReferences` (what only the scorer reads).
-Data: `--data-dir` / `TESTTIME_DATA_DIR` holding `<bench>.jsonl`, else the public hub dataset.
+Data: `--data-dir` / `TESTTIME_DATA_DIR` holding `<bench>.jsonl`, else the public hub dataset. A benchmark's
+options are a pydantic model (`Options`, as methods declare theirs): `--bench-opt KEY=VALUE` and the flags
+its fields declare (`--release`, `--difficulty`...) are checked there, with one line per mistake.
 """
 
 from __future__ import annotations
@@ -11,9 +13,10 @@ import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from testtime.core.errors import UserError
+from testtime.core.options import Options
 from testtime.core.records import Message, Problem, Record, Reference
 from testtime.core.registry import Registry
 from testtime.sandbox import Sandbox
@@ -45,8 +48,13 @@ class SealedReferences(Mapping[str, Reference]):
 class Benchmark(ABC):
     name: str
     domain: str
+    Options: ClassVar[type[Options]] = Options  # no options unless a benchmark declares them
     needs_sandbox = False  # code benchmarks grade by running programs; the runner hands them a sandbox
     sandbox: Sandbox | None = None
+
+    def __init__(self, data_dir: str | Path | None = None, **options: Any) -> None:
+        self.data_dir = data_dir
+        self.options = self.Options.parse(options, f"benchmark {self.name}")
 
     @abstractmethod
     def load(self) -> tuple[list[Problem], SealedReferences]:
@@ -61,7 +69,11 @@ class Benchmark(ABC):
         """Grade one prediction (an extracted answer, or a completion containing one)."""
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name}
+        """The benchmark as it was loaded: its name, every option after defaults, and where data came from."""
+        return {"name": self.name, **self.options.model_dump(mode="json"), "data_dir": self._data_dir_text()}
+
+    def _data_dir_text(self) -> str | None:
+        return str(self.data_dir) if self.data_dir else None
 
     def close(self) -> None:  # noqa: B027 - optional hook; only benchmarks that grade in a sandbox hold anything
         """Release what grading opened (a sandbox)."""

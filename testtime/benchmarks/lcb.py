@@ -13,16 +13,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import ValidationInfo, field_validator
 
 from testtime.benchmarks.base import BENCHMARKS, SealedReferences, data_dir, read_jsonl, unique_ids
 from testtime.benchmarks.code_common import CodeBenchmark
 from testtime.benchmarks.lcb_data import ERRATA, HUB_REPO, decode_tests, keep, metadata_of, parse_day, release_shards
 from testtime.core.errors import UserError
+from testtime.core.options import Options, flag
 from testtime.core.records import Message, Problem, Reference
 from testtime.sandbox import Limits
 
-GRADERS = ("lenient", "official")
 SYSTEM = (
     "You are an expert Python programmer. You will be given a question (problem specification) and will "
     "generate a correct Python program that matches the specification and passes all tests."
@@ -38,43 +40,37 @@ STDIN = (
 )
 
 
+class LCBOptions(Options):
+    release: str = flag("v6", "release_v6 (cumulative), v6 (the slice added in v6), vA_vB", "--release")
+    start_date: str | None = flag(None, "first contest date, YYYY-MM-DD, inclusive", "--start-date")
+    end_date: str | None = flag(None, "last contest date, YYYY-MM-DD, inclusive", "--end-date")
+    difficulty: Literal["easy", "medium", "hard"] | None = flag(None, "easy | medium | hard", "--difficulty")
+    platform: Literal["atcoder", "leetcode", "codeforces"] | None = flag(
+        None, "atcoder | leetcode | codeforces", "--platform"
+    )
+    timeout: float = flag(6.0, "seconds per test, as the official runner", gt=0)
+    grader: Literal["lenient", "official"] = flag(
+        "lenient", "lenient | official (the official grader's semantics exactly, for headline numbers)"
+    )
+
+    @field_validator("start_date", "end_date")
+    @classmethod
+    def _day(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return parse_day(value, info.field_name or "date")
+
+
 @BENCHMARKS.register("lcb-v6", help="LiveCodeBench code generation (v6 slice; options release, dates, difficulty)")
 class LiveCodeBench(CodeBenchmark):
     name = "lcb-v6"
+    Options = LCBOptions
+    options: LCBOptions
 
-    def __init__(
-        self,
-        data_dir: str | Path | None = None,
-        release: str = "v6",
-        start_date: str | None = None,
-        end_date: str | None = None,
-        difficulty: str | None = None,
-        platform: str | None = None,
-        timeout: float | str = 6.0,
-        grader: str = "lenient",
-    ) -> None:
-        self.data_dir, self.release = data_dir, release
-        self.filters = {
-            "start_date": parse_day(start_date, "start_date"),
-            "end_date": parse_day(end_date, "end_date"),
-            "difficulty": difficulty,
-            "platform": platform,
-        }
-        if difficulty not in (None, "easy", "medium", "hard"):
-            raise UserError(f"difficulty must be easy, medium or hard, not '{difficulty}'")
-        if grader not in GRADERS:
-            raise UserError(f"grader must be {' or '.join(GRADERS)}, not '{grader}'")
-        self.limits = Limits(timeout_s=float(timeout), early_exit=True, grader=grader)  # type: ignore[arg-type]
-
-    def describe(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "release": self.release,
-            **self.filters,
-            "timeout_s": self.limits.timeout_s,
-            "grader": self.limits.grader,
-            "data_dir": str(self.data_dir) if self.data_dir else None,
-        }
+    def __init__(self, data_dir: str | Path | None = None, **options: Any) -> None:
+        super().__init__(data_dir, **options)
+        o = self.options
+        self.release = o.release
+        self.filters = {k: getattr(o, k) for k in ("start_date", "end_date", "difficulty", "platform")}
+        self.limits = Limits(timeout_s=o.timeout, early_exit=True, grader=o.grader)
 
     def _rows(self) -> list[dict[str, Any]]:
         folder = data_dir(self.data_dir)

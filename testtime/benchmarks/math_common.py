@@ -5,7 +5,6 @@ Grading uses the same `core.answers` relation as voting and TTRL's reward (archi
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from testtime.benchmarks.base import (
@@ -43,11 +42,8 @@ class MathBenchmark(Benchmark):
     hub_split = "test"
     hub_fields: tuple[str, str, str | None] = ("problem", "answer", None)  # problem, answer, id
 
-    def __init__(self, data_dir: str | Path | None = None) -> None:
-        self.data_dir = data_dir
-
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "data_dir": str(self.data_dir) if self.data_dir else None, "hub_id": self.hub_id}
+        return {**super().describe(), "hub_id": self.hub_id}
 
     def _rows(self) -> list[dict[str, Any]]:
         folder = data_dir(self.data_dir)

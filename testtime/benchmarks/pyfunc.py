@@ -15,12 +15,13 @@ import json
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
+
+from pydantic import Field
 
 from testtime.benchmarks.base import BENCHMARKS, SealedReferences
 from testtime.benchmarks.code_common import CodeBenchmark
-from testtime.core.errors import UserError
+from testtime.core.options import Options
 from testtime.core.records import Message, Problem, Reference, TestCase
 
 FEW_SHOT = (
@@ -79,28 +80,27 @@ def _case(template: Template, p: int, q: int, rng: random.Random) -> TestCase:
     return TestCase(input="\n".join(json.dumps(a) for a in args), output=json.dumps(expected), testtype="functional")
 
 
+class PyFuncOptions(Options):
+    level: int = Field(2, ge=1, le=2, description="1: single operations; 2: compound ones with seeded constants")
+    size: int = Field(32, ge=1, description="problems")
+    seed: int = Field(0, description="the generator's seed")
+
+
 @BENCHMARKS.register("pyfunc", help="synthetic seeded Python function tasks; options level=2 size=32 seed=0")
 class PyFunc(CodeBenchmark):
     name = "pyfunc"
-
-    def __init__(
-        self, data_dir: str | Path | None = None, level: int | str = 2, size: int | str = 32, seed: int | str = 0
-    ) -> None:
-        try:
-            self.level, self.size, self.seed = int(level), int(size), int(seed)
-        except ValueError:
-            raise UserError("pyfunc options level, size and seed must be integers") from None
-        if self.level not in LEVELS or self.size < 1:
-            raise UserError(f"pyfunc needs level in {sorted(LEVELS)} and size >= 1")
+    Options = PyFuncOptions
+    options: PyFuncOptions
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "level": self.level, "size": self.size, "seed": self.seed}
+        return {"name": self.name, **self.options.model_dump()}
 
     def load(self) -> tuple[list[Problem], SealedReferences]:
-        rng = random.Random(f"pyfunc-{self.level}-{self.seed}")
-        templates = LEVELS[self.level]
+        level = self.options.level
+        rng = random.Random(f"pyfunc-{level}-{self.options.seed}")
+        templates = LEVELS[level]
         problems, references = [], []
-        for i in range(self.size):
+        for i in range(self.options.size):
             template = templates[i % len(templates)]
             p, q = rng.randint(2, 5), rng.randint(2, 5)
             func = f"{template.name}_{i}"
@@ -111,7 +111,7 @@ class PyFunc(CodeBenchmark):
                 f"Write a Python function `{func}({params})` that returns {template.text.format(p=p, q=q)}.\n"
                 f"Example: {func}({shown}) returns {example.output}."
             )
-            pid = f"pyfunc-l{self.level}-{i}"
+            pid = f"pyfunc-l{level}-{i}"
             hidden = tuple(_case(template, p, q, rng) for _ in range(HIDDEN))
             problems.append(
                 Problem(

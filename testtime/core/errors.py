@@ -27,10 +27,6 @@ class TransientModelError(ModelError):
         self.retry_after = retry_after
 
 
-class CacheMiss(ModelError):
-    """Replay asked for a completion the cache does not hold; replay never calls a model."""
-
-
 class BudgetExhausted(Exception):
     """A run reached its --max-cost or --max-tokens-total: it stops cleanly and can be resumed with more."""
 

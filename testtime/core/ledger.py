@@ -16,6 +16,24 @@ from pydantic import BaseModel, ConfigDict
 
 from testtime.core.jsonl import repair_tail
 
+# What a ledger line was for: the one vocabulary that methods write and the compute accounting reads.
+CallPurpose = Literal[
+    "solve",  # a solver's sample (single, majority, TRT's rollouts, RSA's first population)
+    "strategies",  # TRT round 0: the model writes K strategies
+    "reflect",  # TRT: reflection into knowledge and new strategies
+    "tests",  # the execution selector: the model writes test inputs
+    "aggregate",  # RSA: an aggregation of K candidates
+    "selection",  # sandbox seconds of execution-based selection
+    "eval_before",  # TTRL: the base model's evaluation samples
+    "eval_before_greedy",
+    "eval_after",  # TTRL: the trained model's evaluation samples
+    "eval_after_greedy",
+    "ttrl_rollout",  # TTRL: a trained rollout
+    "ttrl_vote",  # TTRL: an extra vote, sampled and never trained on
+    "ttrl_update",  # TTRL: an optimiser step
+    "ttrl_reward",  # TTRL: sandbox seconds of the code reward
+]
+
 
 class LedgerEntry(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -24,7 +42,7 @@ class LedgerEntry(BaseModel):
     time: float = 0.0
     model: str = ""
     problem_id: str = ""
-    purpose: str = ""
+    purpose: CallPurpose = "solve"
     sample_index: int = 0
     step: int | None = None  # the round (TRT) or aggregation step (RSA) a call belongs to
     cached: bool = False

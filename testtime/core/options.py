@@ -24,6 +24,18 @@ def flag(default: Any, help: str, *names: str, **field_args: Any) -> Any:
     return Field(default, description=help, json_schema_extra={"flags": list(names)} if names else None, **field_args)
 
 
+def parse_options(pairs: list[str], flag: str) -> dict[str, str]:
+    """`["digits=2", "ops=+-"]` → dict, as `--bench-opt`, `--method-opt` and `--selector-opt` give them; a pair
+    without '=' is a one-line error naming the flag."""
+    options = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise UserError(f"{flag} expects KEY=VALUE, got '{pair}'")
+        options[key.strip()] = value.strip()
+    return options
+
+
 class Options(BaseModel):
     model_config = ConfigDict(extra="forbid")
 

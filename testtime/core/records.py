@@ -120,16 +120,3 @@ class Candidate(Record):
     error: str | None = None
     completion_tokens: int = 0
     call: str | None = None  # the model call in the run's trace that produced it
-
-
-class Selection(Record):
-    """What a selector chose and why: enough to audit the choice without rerunning it."""
-
-    index: int | None
-    answer: str | None
-    rule: str
-    cluster_sizes: tuple[int, ...] = ()
-    majority_ratio: float = 0.0
-    margin: float = 0.0
-    tie: bool = False
-    evidence: dict[str, Any] = {}

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError
 
 from testtime.core.records import Candidate, Record
 from testtime.core.selection import Selection
@@ -62,17 +62,12 @@ class RoundRecord(Record):
     strategies: tuple[Strategy, ...] = ()  # the strategies the next round will use
     reflection_parsed: bool | None = None
 
-    @model_validator(mode="before")
-    @classmethod
-    def _refutations_of_older_runs(cls, data: Any) -> Any:
-        """Rounds written before refutations were weighed listed them (dicts with reasons) as `rejected`."""
-        if isinstance(data, dict) and any(isinstance(r, dict) for r in data.get("rejected") or ()):
-            data = {**data, "refutations": data["rejected"], "rejected": [r["answer"] for r in data["rejected"]]}
-        return data
-
 
 class TTRLVote(Record):
-    """One prompt's vote in one training step: the selected class and the kept samples' rewards."""
+    """One prompt's vote in one training step, from the selector to `steps.jsonl`: the selected class (the
+    pseudo-label), the kept samples' answers and the rewards trained on. The fields marked `exclude` serve
+    the reward step and the trainer and never reach the file (every vote's answer, the abstainers, sandbox
+    time)."""
 
     step: int = 0
     problem_id: str
@@ -82,12 +77,16 @@ class TTRLVote(Record):
     margin: float = 0.0
     tie: bool = False
     skipped: str | None = None  # "all_abstain" | "below_min_ratio" | None
+    kept: tuple[int, ...] = ()  # the trained samples' places among the votes, in training order
     answers: tuple[str | None, ...] = ()  # the kept samples' answers or programs, in training order
     rewards: tuple[float, ...] = ()  # what was trained on (the majority reward, or a control's)
     majority_rewards: tuple[float, ...] | None = None  # a control run: what the vote would have given
     flipped: bool | None = None  # the label changed since this prompt's last vote (None: first vote)
     classes: int = 0  # distinct answer classes or behaviours among the votes
     no_answer_rate: float = 0.0  # no answer, no code, or code that does not compile
+    votes: tuple[str | None, ...] = Field(default=(), exclude=True)  # every voted sample's answer or program
+    abstained: frozenset[int] = Field(default=frozenset(), exclude=True)  # votes that joined no class
+    sandbox_seconds: float = Field(default=0.0, exclude=True)
 
 
 class TTRLStep(Record):
@@ -138,16 +137,6 @@ class ProblemResult(Record):
     selection: Selection | None = None
     rounds: tuple[RoundRecord, ...] = ()
     ttrl: TTRLRecord | None = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _details_of_older_runs(cls, data: Any) -> Any:
-        """Runs written before these records were typed kept rounds and TTRL under a `details` dict."""
-        if isinstance(data, dict) and "details" in data:
-            details = data["details"] or {}
-            data = {k: v for k, v in data.items() if k != "details"}
-            data.update({k: details[k] for k in ("rounds", "ttrl") if k in details})
-        return data
 
 
 class RoundAudit(Record):

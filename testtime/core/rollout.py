@@ -15,7 +15,7 @@ from typing import Any
 
 from testtime.core.cache import CompletionCache, cache_key
 from testtime.core.errors import BudgetExhausted, ModelError, TransientModelError
-from testtime.core.ledger import Ledger, LedgerEntry
+from testtime.core.ledger import CallPurpose, Ledger, LedgerEntry
 from testtime.core.model import LanguageModel
 from testtime.core.records import Completion, Message, SamplingParams
 from testtime.core.secrets import environment_secrets, scrub
@@ -77,7 +77,7 @@ class RolloutEngine:
         params: SamplingParams,
         *,
         problem_id: str = "",
-        purpose: str = "solve",
+        purpose: CallPurpose = "solve",
         step: int | None = None,
     ) -> list[Completion]:
         return list(
@@ -90,7 +90,7 @@ class RolloutEngine:
         params: SamplingParams,
         index: int,
         problem_id: str,
-        purpose: str,
+        purpose: CallPurpose,
         step: int | None,
     ) -> Completion:
         params = params.model_copy(update={"seed": sample_seed(params.seed, index)})

@@ -8,9 +8,9 @@ selected class, tie and margin, the sandbox seconds spent, and the selector's ow
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from testtime.core.records import Record
 
@@ -81,7 +81,6 @@ class ExecutionEvidence(Record):
 
 
 Evidence = Annotated[VoteEvidence | ExclusivityEvidence | ExecutionEvidence, Field(discriminator="kind")]
-_EVIDENCE_MARKS = (("suite", "execution"), ("rejected", "exclusivity"), ("clusters", "vote"))
 
 
 class Selection(Record):
@@ -99,21 +98,6 @@ class Selection(Record):
     scores: tuple[CandidateScore, ...] = ()
     sandbox_seconds: float = 0.0
     evidence: Evidence | None = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _evidence_of_older_runs(cls, data: Any) -> Any:
-        """Runs written before evidence was typed stored it untagged: tag it by its shape."""
-        if isinstance(data, dict) and isinstance(data.get("evidence"), dict) and "kind" not in data["evidence"]:
-            evidence = data["evidence"]
-            kind = next((k for mark, k in _EVIDENCE_MARKS if mark in evidence), None)
-            known = {"vote": VoteEvidence, "exclusivity": ExclusivityEvidence, "execution": ExecutionEvidence}
-            if kind is None:
-                data = {**data, "evidence": None}
-            else:
-                fields = known[kind].model_fields
-                data = {**data, "evidence": {"kind": kind, **{k: v for k, v in evidence.items() if k in fields}}}
-        return data
 
     def class_of(self, index: int) -> int | None:
         """The class of candidate `index` (None: abstained, or not among the candidates)."""

@@ -8,99 +8,95 @@ largest n gives every smaller k by unbiased subsampling. Each sub-run is an ordi
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from testtime.core.errors import UserError
-from testtime.core.rundir import RunDir
-from testtime.experiments.config import RunConfig
 from testtime.experiments.curves import Point, plot, run_points
-from testtime.experiments.run import build_method, execute, start_run
+from testtime.run.build import build_method
+from testtime.run.directory import RunDir
+from testtime.run.execute import execute
+from testtime.run.lifecycle import create_or_resume
+from testtime.run.observer import QuietObserver, RunObserver
+from testtime.run.settings import RunSettings
 
 
-def plan(
-    base: dict[str, Any],
-    rounds: int,
-    widths: list[int],
-    majority_n: int,
-    rsa: dict[str, Any] | None,
-    trt_options: dict[str, Any] | None = None,
-    ttrl: dict[str, Any] | None = None,
-) -> dict[str, RunConfig]:
-    """Sub-run name → its configuration. `rsa`: the RSA method's own options (its defaults where unset);
-    `ttrl`: TTRL's options, for one trained run placed at all its tokens (it samples by its own settings)."""
-    runs = {
-        f"trt-K{k}": RunConfig(
-            **base, method="trt", method_options={**(trt_options or {}), "rounds": str(rounds), "rollouts": str(k)}
-        )
-        for k in widths
-    }
-    runs["majority"] = RunConfig(**base, method="majority", n=majority_n)
-    if rsa is not None:
-        runs["rsa"] = RunConfig(**base, method="rsa", method_options=dict(rsa))
-    if ttrl is not None:
-        sampling = ("temperature", "top_p", "max_tokens")
-        runs["ttrl"] = RunConfig(
-            **{k: v for k, v in base.items() if k not in sampling}, method="ttrl", method_options=dict(ttrl)
-        )
-    return runs
+@dataclass(frozen=True)
+class Grid:
+    """One depth × width grid: the shared settings (`base`, with one budget for the whole grid) and the axes.
+    `rsa`: the RSA method's own options (its defaults where unset), or None to leave it out; `ttrl`: TTRL's
+    options, for one trained run placed at all its tokens (it samples by its own settings), or None."""
+
+    base: RunSettings
+    rounds: int
+    widths: list[int]
+    majority_n: int
+    rsa: dict[str, Any] | None = None
+    trt_options: dict[str, Any] = field(default_factory=dict)
+    ttrl: dict[str, Any] | None = None
+
+    def plan(self) -> dict[str, RunSettings]:
+        """Sub-run name → its settings."""
+        base = self.base
+        runs = {
+            f"trt-K{k}": base.model_copy(
+                update={
+                    "method": "trt",
+                    "method_options": {**self.trt_options, "rounds": str(self.rounds), "rollouts": str(k)},
+                }
+            )
+            for k in self.widths
+        }
+        runs["majority"] = base.model_copy(update={"method": "majority", "n": self.majority_n, "method_options": {}})
+        if self.rsa is not None:
+            runs["rsa"] = base.model_copy(update={"method": "rsa", "method_options": dict(self.rsa)})
+        if self.ttrl is not None:
+            own_sampling = {"temperature": None, "top_p": None, "max_tokens": None}
+            runs["ttrl"] = base.model_copy(update={"method": "ttrl", "method_options": dict(self.ttrl), **own_sampling})
+        return runs
 
 
-def planned_calls(config: RunConfig, problems: int, domain: str = "math") -> int:
+def planned_calls(settings: RunSettings, problems: int, domain: str = "math") -> int:
     """What a sub-run must cost, by the method's own construction: the budget the grid promises."""
-    per_problem = build_method(config).planned_calls(domain, config.n)
-    return problems * (per_problem or 0)
+    method = build_method(settings)
+    method.prepare(domain)
+    return problems * (method.planned_calls(domain, settings.n) or 0)
 
 
 def depth_width(
-    base: dict[str, Any],
-    out: Path,
-    rounds: int,
-    widths: list[int],
-    majority_n: int,
-    rsa: dict[str, Any] | None,
-    trt_options: dict[str, Any] | None = None,
-    progress: bool = True,
-    log: Any = print,
-    ttrl: dict[str, Any] | None = None,
+    grid: Grid, out: Path, observe: Callable[[], RunObserver] = QuietObserver, log: Any = print
 ) -> tuple[list[Point], list[Path]]:
-    """The grid. `base` may carry `max_cost` / `max_tokens_total`: one budget for the whole grid, each sub-run
-    given what the ones before it left (a grid that runs out stops cleanly and resumes with a larger one)."""
-    if not widths or min(widths) < 1 or rounds < 1 or majority_n < 1:
+    """The grid; `observe` makes each sub-run's progress observer. The base's `max_cost` and `max_tokens_total`
+    are one budget for the whole grid, each sub-run given what the ones before it left (a grid that runs out
+    stops cleanly and resumes with a larger one)."""
+    if not grid.widths or min(grid.widths) < 1 or grid.rounds < 1 or grid.majority_n < 1:
         raise UserError("ablate needs rounds >= 1, widths >= 1 and --majority-n >= 1")
-    configs = plan(base, rounds, widths, majority_n, rsa, trt_options, ttrl)
     out.mkdir(parents=True, exist_ok=True)
     points: list[Point] = []
     spent_cost, spent_tokens = 0.0, 0
-    for name, config in configs.items():
+    for name, settings in grid.plan().items():
         path = out / name
-        summary = path / "summary.json"
-        left = config.model_copy(
+        left = settings.model_copy(
             update={
-                "max_cost": None if config.max_cost is None else max(config.max_cost - spent_cost, 1e-9),
+                "max_cost": None if settings.max_cost is None else max(settings.max_cost - spent_cost, 1e-9),
                 "max_tokens_total": None
-                if config.max_tokens_total is None
-                else max(config.max_tokens_total - spent_tokens, 1),
+                if settings.max_tokens_total is None
+                else max(settings.max_tokens_total - spent_tokens, 1),
             }
         )
-        if summary.exists() and json.loads(summary.read_text()).get("complete"):
+        finished = RunDir(path).read_summary() if (path / "config.json").is_file() else None
+        if finished is not None and finished.complete:
             log(f"{name}: done, reusing {path}")
-            result = json.loads(summary.read_text())
-        elif (path / "config.json").exists():
-            log(f"{name}: resuming {path}")
-            run = RunDir.open_existing(path)
-            saved = run.read_config()
-            saved["run"].update(max_cost=left.max_cost, max_tokens_total=left.max_tokens_total)
-            run.write_config(saved)
-            result = execute(run, progress=progress)
+            summary = finished
         else:
-            log(f"{name}: running")
-            run, parts = start_run(left, path)
-            result = execute(run, parts=parts, progress=progress)
-        spent_cost += result["ledger"].get("cost_usd", 0.0)
-        spent_tokens += result["ledger"].get("tokens", 0)
-        if result.get("stopped"):
-            raise UserError(f"the grid's budget ran out in {name} ({result['stopped']}); resume with a larger one")
+            log(f"{name}: {'resuming' if (path / 'config.json').is_file() else 'running'} {path}")
+            summary = execute(create_or_resume(left, path), observe())
+        spent_cost += summary.ledger.known_cost_usd
+        spent_tokens += summary.ledger.tokens
+        if summary.stopped:
+            raise UserError(f"the grid's budget ran out in {name} ({summary.stopped}); resume with a larger one")
         points += run_points(path)
     (out / "grid.json").write_text(json.dumps([p.model_dump() for p in points], indent=2) + "\n")
     header = "series,rollouts,tokens,accuracy,ci_low,ci_high,problems\n"
@@ -109,5 +105,5 @@ def depth_width(
         for p in points
     )
     (out / "grid.csv").write_text(header + rows)
-    images = plot(points, out, f"{base['bench']} · {base['model']}")
+    images = plot(points, out, f"{grid.base.bench} · {grid.base.model}")
     return points, images

@@ -1,24 +1,23 @@
 """Accuracy-versus-compute points from finished runs, all compute read from their ledgers.
 
 A TRT run yields its whole depth curve from the per-round audit; a majority run at n yields maj@k for every
-k ≤ n (unbiased subsampling); an RSA run yields a curve per step (population mean and the vote). Each point
-carries the solver rollouts per problem and the tokens per problem spent up to it, with a bootstrap CI.
+k ≤ n (unbiased subsampling); an RSA run yields two curves per step (the vote, and pass@1: the population's
+mean accuracy). Each point carries the solver rollouts per problem and the tokens per problem spent up to it,
+with a 95% interval made as everywhere else: Wilson for a proportion of right answers, the bootstrap for maj@k
+and pass@1.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from statistics import mean
 from typing import Any
 
 from pydantic import BaseModel
 
-from testtime.benchmarks.metrics import bootstrap_ci, maj_at_k, powers_of_two_upto
-from testtime.benchmarks.ttrl_compute import TRAINING_CALLS
 from testtime.core.ledger import read_entries
-from testtime.core.results import ResultRecord
-from testtime.core.rundir import RunDir
+from testtime.evaluation.metrics import maj_at_k, mean_ci, powers_of_two_upto
+from testtime.evaluation.ttrl_compute import TRAINING_CALLS
+from testtime.run.directory import RunDir
 
 
 class Point(BaseModel):
@@ -32,28 +31,25 @@ class Point(BaseModel):
 
 
 def _point(series: str, rollouts: float, tokens: float, per_problem: list[float]) -> Point:
-    low, high = bootstrap_ci(per_problem)
+    interval = mean_ci(per_problem)
+    if interval is None:
+        raise ValueError(f"{series}: no problem to place a point on")
     return Point(
         series=series,
         rollouts=rollouts,
         tokens=tokens,
-        accuracy=mean(per_problem),
-        ci_low=low,
-        ci_high=high,
+        accuracy=interval.mean,
+        ci_low=interval.ci_low,
+        ci_high=interval.ci_high,
         problems=len(per_problem),
     )
 
 
-def _load(run: RunDir) -> tuple[dict[str, Any], list[ResultRecord], list[Any]]:
-    config = json.loads(run.config_path.read_text())
-    records = run.read_results()
-    paid = [e for e in read_entries(run.ledger_path) if e.kind == "model_call" and not e.cached]
-    return config, records, paid
-
-
 def run_points(path: Path) -> list[Point]:
-    config, records, paid = _load(RunDir(path))
-    method, problems = config["run"]["method"], max(len(records), 1)
+    run = RunDir(path)
+    manifest, records = run.read_manifest(), run.read_results()
+    paid = [e for e in read_entries(run.ledger_path) if e.kind == "model_call" and not e.cached]
+    method, problems = manifest.run.method, max(len(records), 1)
     if method == "majority":
         n = min(len(r.candidates) for r in records)
         points = []
@@ -68,7 +64,7 @@ def run_points(path: Path) -> list[Point]:
             points.append(_point("majority", k, tokens, accuracy))
         return points
     if method in ("trt", "rsa"):
-        label = _label(config)
+        label = _label(manifest.method)
         audits = [r.round_audit for r in records if r.round_audit]
         depth = min(len(a.accuracy) for a in audits)
         width = len(records[0].rounds[-1].candidates)
@@ -78,21 +74,21 @@ def run_points(path: Path) -> list[Point]:
             tokens = sum(e.prompt_tokens + e.completion_tokens for e in paid if (e.step or 0) <= step) / problems
             points.append(_point(label, width * step, tokens, [float(a.accuracy[t]) for a in audits]))
             if method == "rsa":
-                points.append(
-                    _point(f"{label} population mean", width * step, tokens, [a.rollout_mean[t] for a in audits])
-                )
+                points.append(_point(f"{label} pass@1", width * step, tokens, [a.rollout_mean[t] for a in audits]))
         return points
     accuracy = [float(r.correct) for r in records]
     if method == "ttrl":  # one point: the trained model's answer, at everything training cost (ttrl_compute)
-        compute = json.loads((path / "summary.json").read_text())["ttrl"]["compute"]
+        summary = run.read_summary()
+        compute = summary.ttrl.compute if summary and summary.ttrl else None
+        if compute is None:
+            raise ValueError(f"{path}: a TTRL run without its compute summary (did training finish?)")
         samples = sum(e.purpose in TRAINING_CALLS for e in paid) / problems
-        return [_point("ttrl (after training)", samples + 1, compute["tokens_per_problem"], accuracy)]
+        return [_point("ttrl (after training)", samples + 1, compute.tokens_per_problem, accuracy)]
     tokens = sum(e.prompt_tokens + e.completion_tokens for e in paid) / problems
     return [_point(method, len(records[0].candidates), tokens, accuracy)]
 
 
-def _label(config: dict[str, Any]) -> str:
-    described = config["method"]
+def _label(described: dict[str, Any]) -> str:
     if described["name"] == "rsa":
         return f"rsa N={described['population']} K={described['aggregate']}"
     return f"trt K={described['rollouts'] or ('default')}"

@@ -46,8 +46,8 @@ def eval_log(run: LoadedRun) -> Any:
         from inspect_ai.scorer import Score
     except ImportError:
         raise UserError("exporting to inspect needs inspect_ai: pip install 'testtime[inspect]'") from None
-    settings = run.config.get("run", {})
-    model = str(settings.get("model", "unknown"))
+    settings, summary = run.manifest.run, run.summary
+    model = settings.model
     samples = []
     for pid, record in run.records.items():
         chosen = next((c for c in record.candidates if record.selection and c.index == record.selection.index), None)
@@ -75,38 +75,34 @@ def eval_log(run: LoadedRun) -> Any:
                 },
             )
         )
-    ledger = run.summary.get("ledger", {})
-    created = str(run.config.get("created") or datetime.now(timezone.utc).isoformat())
-    accuracy = (run.summary.get("accuracy") or {}).get("mean", 0.0)
+    ledger = summary.ledger if summary else None
+    created = run.manifest.created or datetime.now(timezone.utc).isoformat()
+    metrics = {}
+    if summary is not None and summary.accuracy is not None:  # nothing measured: no metric, never a 0
+        metrics["accuracy"] = EvalMetric(name="accuracy", value=float(summary.accuracy.mean))
     return EvalLog(
-        status="success" if run.summary.get("complete", True) else "cancelled",
+        status="success" if summary is not None and summary.complete else "cancelled",
         eval=EvalSpec(
             created=created,
-            task=f"testtime/{settings.get('method')}/{settings.get('bench')}",
-            dataset=EvalDataset(name=str(settings.get("bench")), samples=len(samples)),
+            task=f"testtime/{settings.method}/{settings.bench}",
+            dataset=EvalDataset(name=settings.bench, samples=len(samples)),
             model=model,
             config=EvalConfig(),
-            metadata={"testtime_config": run.config},
+            metadata={"testtime_config": run.manifest.model_dump(mode="json")},
         ),
         results=EvalResults(
             total_samples=len(samples),
             completed_samples=len(samples),
-            scores=[
-                EvalScore(
-                    name="testtime",
-                    scorer="testtime",
-                    metrics={"accuracy": EvalMetric(name="accuracy", value=float(accuracy))},
-                )
-            ],
+            scores=[EvalScore(name="testtime", scorer="testtime", metrics=metrics)],
         ),
         stats=EvalStats(
             started_at=created,
             completed_at=created,
             model_usage={
                 model: ModelUsage(
-                    input_tokens=int(ledger.get("prompt_tokens", 0)),
-                    output_tokens=int(ledger.get("completion_tokens", 0)),
-                    total_tokens=int(ledger.get("tokens", 0)),
+                    input_tokens=ledger.prompt_tokens if ledger else 0,
+                    output_tokens=ledger.completion_tokens if ledger else 0,
+                    total_tokens=ledger.tokens if ledger else 0,
                 )
             },
         ),

@@ -11,31 +11,87 @@ rollout there, and the tokens spent until then.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from testtime.benchmarks.metrics import maj_at_k, mean_ci, paired_difference_ci
+from pydantic import BaseModel, ConfigDict
+
 from testtime.core.errors import UserError
+from testtime.evaluation.metrics import Interval, maj_at_k, mean_ci, paired_difference_ci
+from testtime.evaluation.summary import RunSummary
 from testtime.experiments.viewer.data import LoadedRun, load_run
 
 # What decides accuracy besides the method: a baseline must share all of it.
 MATCHED = ("bench", "model", "temperature", "top_p", "max_tokens", "limit", "bench_options")
 
 
-def _open(path: Path) -> LoadedRun:
+class Baseline(BaseModel):
+    """The same-budget majority beside a run, or (`none`) why there is none."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run: str | None = None
+    k: int | None = None
+    exact_budget: bool | None = None
+    accuracy: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    interval: str | None = None
+    difference: Interval | None = None  # the run − the baseline, paired by problem
+    none: str | None = None
+
+
+class ReportRow(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    run: str
+    method: str
+    bench: str
+    model: str
+    method_config: dict[str, Any]
+    problems: int
+    accuracy: Interval | None
+    rollouts_per_problem: int
+    calls: int
+    tokens: int
+    cost_usd: float | None  # None: some price unknown
+    known_cost_usd: float
+    sandbox_seconds: float
+    train_tokens: int
+    train_flops: float | None
+    complete: bool
+    same_budget_majority: Baseline | None  # None for a majority run itself
+    provenance: list[dict[str, Any]]
+
+
+class Report(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = 2
+    runs: list[ReportRow]
+
+
+@dataclass
+class Finished:
+    loaded: LoadedRun
+    summary: RunSummary
+
+
+def _open(path: Path) -> Finished:
     run = load_run(path)
-    if not run.summary:
+    if run.summary is None:
         raise UserError(f"{path} has no summary.json yet: finish it with testtime run --resume {path}")
-    return run
+    return Finished(run, run.summary)
 
 
-def _settings(run: LoadedRun) -> dict[str, Any]:
-    settings = run.config.get("run", {})
-    described = {k: v for k, v in run.config.get("benchmark", {}).items() if k != "data_dir"}
-    return {**{k: settings.get(k) for k in MATCHED}, "benchmark": described, "problems": sorted(run.records)}
+def _settings(run: Finished) -> dict[str, Any]:
+    settings = run.loaded.manifest.run.model_dump()
+    described = {k: v for k, v in run.loaded.manifest.benchmark.items() if k != "data_dir"}
+    return {**{k: settings.get(k) for k in MATCHED}, "benchmark": described, "problems": sorted(run.loaded.records)}
 
 
-def _differences(run: LoadedRun, other: LoadedRun) -> list[str]:
+def _differences(run: Finished, other: Finished) -> list[str]:
     mine, theirs = _settings(run), _settings(other)
     return [
         f"{k} {theirs[k]!r} vs {mine[k]!r}" if k != "problems" else "other problems"
@@ -44,42 +100,44 @@ def _differences(run: LoadedRun, other: LoadedRun) -> list[str]:
     ]
 
 
-def _rollouts(run: LoadedRun) -> int:
-    return run.summary.get("same_budget_majority_n") or run.config["run"].get("n") or 1
+def _rollouts(run: Finished) -> int:
+    return run.summary.same_budget_majority_n or run.summary.n or run.loaded.manifest.run.n or 1
 
 
-def _baseline(run: LoadedRun, majorities: list[LoadedRun]) -> dict[str, Any]:
+def _baseline(run: Finished, majorities: list[Finished]) -> Baseline:
     """The same-budget majority beside `run`, or why there is none."""
     reasons = []
     for majority in majorities:
-        records = list(majority.records.values())
+        records = list(majority.loaded.records.values())
         if majority is run or not records:
             continue
         if records[0].cluster_of is None:
-            reasons.append(f"{majority.path.name}: no answer classes (code)")
+            reasons.append(f"{majority.loaded.path.name}: no answer classes (code)")
             continue
         differs = _differences(run, majority)
         if differs:
-            reasons.append(f"{majority.path.name}: {'; '.join(differs)}")
+            reasons.append(f"{majority.loaded.path.name}: {'; '.join(differs)}")
             continue
         n = min(len(r.candidates) for r in records)
         k = min(_rollouts(run), n)
-        ids = sorted(run.records)
-        baseline = [
-            maj_at_k(majority.records[p].cluster_of or (), majority.records[p].cluster_correct or (), k) for p in ids
-        ]
-        method = [float(run.records[p].correct) for p in ids]
+        ids = sorted(run.loaded.records)
+        by_id = majority.loaded.records
+        baseline = [maj_at_k(by_id[p].cluster_of or (), by_id[p].cluster_correct or (), k) for p in ids]
+        method = [float(run.loaded.records[p].correct) for p in ids]
         ci = mean_ci(baseline)
-        return {
-            "run": str(majority.path),
-            "k": k,
-            "exact_budget": k == _rollouts(run),
-            "accuracy": ci["mean"],
-            "ci_low": ci["ci_low"],
-            "ci_high": ci["ci_high"],
-            "difference": paired_difference_ci(method, baseline),  # method − baseline, paired by problem
-        }
-    return {"none": "no majority run among the inputs" if not reasons else "settings differ: " + " | ".join(reasons)}
+        return Baseline(
+            run=str(majority.loaded.path),
+            k=k,
+            exact_budget=k == _rollouts(run),
+            accuracy=ci.mean if ci else None,
+            ci_low=ci.ci_low if ci else None,
+            ci_high=ci.ci_high if ci else None,
+            interval=ci.interval if ci else None,
+            difference=paired_difference_ci(method, baseline),  # method − baseline, paired by problem
+        )
+    return Baseline(
+        none="no majority run among the inputs" if not reasons else "settings differ: " + " | ".join(reasons)
+    )
 
 
 def _provenance(run: LoadedRun) -> list[dict[str, Any]]:
@@ -118,64 +176,65 @@ def _provenance(run: LoadedRun) -> list[dict[str, Any]]:
     return out
 
 
-def build_report(paths: list[Path]) -> dict[str, Any]:
+def build_report(paths: list[Path]) -> Report:
     if not paths:
         raise UserError("report needs at least one run directory")
     runs = [_open(p) for p in paths]
-    majorities = [r for r in runs if r.config["run"]["method"] == "majority"]
+    majorities = [r for r in runs if r.loaded.manifest.run.method == "majority"]
     rows = []
     for run in runs:
-        summary, ledger, settings = run.summary, run.summary.get("ledger", {}), run.config["run"]
+        summary, ledger, settings = run.summary, run.summary.ledger, run.loaded.manifest.run
         rows.append(
-            {
-                "run": str(run.path),
-                "method": settings["method"],
-                "bench": settings["bench"],
-                "model": settings["model"],
-                "method_config": run.config.get("method", {}),
-                "problems": summary["problems"],
-                "accuracy": mean_ci([float(r.correct) for r in run.records.values()]),
-                "rollouts_per_problem": _rollouts(run),
-                "calls": ledger.get("calls", 0),
-                "tokens": ledger.get("tokens", 0),
-                "cost_usd": ledger.get("cost_usd"),
-                "cost_known": ledger.get("cost_known", True),
-                "sandbox_seconds": ledger.get("sandbox_seconds", 0.0),
-                "train_tokens": ledger.get("train_tokens", 0),
-                "train_flops": ledger.get("train_flops", 0.0),
-                "complete": summary.get("complete", True),
-                "same_budget_majority": None if settings["method"] == "majority" else _baseline(run, majorities),
-                "provenance": _provenance(run),
-            }
+            ReportRow(
+                run=str(run.loaded.path),
+                method=settings.method,
+                bench=settings.bench,
+                model=settings.model,
+                method_config=run.loaded.manifest.method,
+                problems=summary.problems,
+                accuracy=summary.accuracy,
+                rollouts_per_problem=_rollouts(run),
+                calls=ledger.calls,
+                tokens=ledger.tokens,
+                cost_usd=ledger.cost_usd,
+                known_cost_usd=ledger.known_cost_usd,
+                sandbox_seconds=ledger.sandbox_seconds,
+                train_tokens=ledger.train_tokens,
+                train_flops=ledger.train_flops,
+                complete=summary.complete,
+                same_budget_majority=None if settings.method == "majority" else _baseline(run, majorities),
+                provenance=_provenance(run.loaded),
+            )
         )
-    return {"runs": rows}
+    return Report(runs=rows)
 
 
-def plot_report(report: dict[str, Any], path: Path) -> Path:
+def plot_report(report: Report, path: Path) -> Path:
     """Each run's accuracy and, beside it (not on it), its same-budget majority, with 95% intervals."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = report["runs"]
+    rows = report.runs
     figure, ax = plt.subplots(figsize=(max(5.5, 1.8 * len(rows)), 4.8))
     labelled = False
     for i, row in enumerate(rows):
-        acc = row["accuracy"]
-        ax.bar(i - 0.18, acc["mean"], width=0.34, color="#4c72b0", label="run" if i == 0 else None)
-        _error_bar(ax, i - 0.18, acc["mean"], acc["ci_low"], acc["ci_high"])
-        base = row["same_budget_majority"]
-        if base and "accuracy" in base:
-            ax.bar(i + 0.18, base["accuracy"], width=0.34, color="#dd8452", label=None if labelled else "majority")
-            _error_bar(ax, i + 0.18, base["accuracy"], base["ci_low"], base["ci_high"])
+        acc = row.accuracy
+        if acc is not None:
+            ax.bar(i - 0.18, acc.mean, width=0.34, color="#4c72b0", label="run" if i == 0 else None)
+            _error_bar(ax, i - 0.18, acc.mean, acc.ci_low, acc.ci_high)
+        base = row.same_budget_majority
+        if base is not None and base.accuracy is not None:
+            ax.bar(i + 0.18, base.accuracy, width=0.34, color="#dd8452", label=None if labelled else "majority")
+            _error_bar(ax, i + 0.18, base.accuracy, base.ci_low or 0.0, base.ci_high or 0.0)
             labelled = True
-    ax.set_xticks(range(len(rows)), [f"{r['method']}\n{Path(r['run']).name[:24]}" for r in rows], fontsize=8)
+    ax.set_xticks(range(len(rows)), [f"{r.method}\n{Path(r.run).name[:24]}" for r in rows], fontsize=8)
     ax.set_xlabel("run (rollouts per problem set the majority's k)")
     ax.set_ylabel("accuracy (95% CI)")
     ax.set_ylim(0, 1)
-    benches = sorted({r["bench"] for r in rows})
-    models = sorted({r["model"] for r in rows})
+    benches = sorted({r.bench for r in rows})
+    models = sorted({r.model for r in rows})
     ax.set_title(f"{', '.join(benches)} · {', '.join(models)}: each run beside majority at its budget", fontsize=10)
     ax.legend(fontsize=8)
     figure.tight_layout()

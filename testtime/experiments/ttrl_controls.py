@@ -14,23 +14,26 @@ from pathlib import Path
 from statistics import mean
 from typing import Any
 
-from testtime.benchmarks.metrics import paired_difference_ci
 from testtime.core.errors import UserError
-from testtime.core.rundir import RunDir
-from testtime.experiments.config import RunConfig
-from testtime.experiments.run import execute, start_run
+from testtime.evaluation.metrics import Interval, paired_difference_ci
+from testtime.evaluation.summary import RunSummary
 from testtime.methods.ttrl.controls import REWARDS
+from testtime.run.directory import RunDir
+from testtime.run.execute import execute
+from testtime.run.lifecycle import create_or_resume
+from testtime.run.observer import QuietObserver, RunObserver
+from testtime.run.settings import RunSettings
 
 DEFAULT_REWARDS = ("majority", "random", "format")
 
 
 def run_controls(
-    base: RunConfig,
+    base: RunSettings,
     out: Path,
     rewards: Sequence[str] = DEFAULT_REWARDS,
-    progress: bool = False,
+    observe: Callable[[], RunObserver] = QuietObserver,
     log: Callable[[str], None] = print,
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, RunSummary]:
     """Train one TTRL run per reward at `base`'s settings; returns each sub-run's summary."""
     if base.method != "ttrl":
         raise UserError("controls compare TTRL rewards: the base run must be --method ttrl")
@@ -42,12 +45,8 @@ def run_controls(
     for reward in rewards:
         folder = out / reward
         log(f"[{reward}] {folder}")
-        if (folder / "config.json").is_file():
-            summaries[reward] = execute(RunDir.open_existing(folder), progress=progress)
-        else:
-            config = base.model_copy(update={"method_options": {**base.method_options, "reward": reward}})
-            run, parts = start_run(config, folder)
-            summaries[reward] = execute(run, parts=parts, progress=progress)
+        settings = base.model_copy(update={"method_options": {**base.method_options, "reward": reward}})
+        summaries[reward] = execute(create_or_resume(settings, folder), observe())
     return summaries
 
 
@@ -74,8 +73,8 @@ def compare(out: Path, rewards: Sequence[str] = DEFAULT_REWARDS, seed: int = 0) 
         row: dict[str, Any] = {
             "reward": reward,
             "problems": len(ids),
-            "before": mean(before[i] for i in ids) if ids else 0.0,
-            "after": mean(after[i] for i in ids) if ids else 0.0,
+            "before": mean(before[i] for i in ids) if ids else None,
+            "after": mean(after[i] for i in ids) if ids else None,
             "gain": paired_difference_ci([after[i] for i in ids], [before[i] for i in ids], seed),
         }
         if reward != "majority":
@@ -86,13 +85,16 @@ def compare(out: Path, rewards: Sequence[str] = DEFAULT_REWARDS, seed: int = 0) 
 
 
 def report_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
-    def ci(m: dict[str, float]) -> str:
-        return f"{m['mean']:+.3f} [{m['ci_low']:+.3f}, {m['ci_high']:+.3f}]"
+    def ci(m: Interval | None) -> str:
+        return "—" if m is None else f"{m.mean:+.3f} [{m.ci_low:+.3f}, {m.ci_high:+.3f}]"
+
+    def value(x: float | None) -> str:
+        return f"{x:7.3f}" if x is not None else f"{'—':>7}"
 
     head = f"{'reward':10} {'problems':>8} {'before':>7} {'after':>7}  {'gain (paired CI)':26} "
     lines = [head + "TTRL − this (paired CI)"]
     for row in rows:
-        minus = ci(row["ttrl_minus"]) if "ttrl_minus" in row else "—"
-        numbers = f"{row['problems']:8d} {row['before']:7.3f} {row['after']:7.3f}"
+        minus = ci(row.get("ttrl_minus"))
+        numbers = f"{row['problems']:8d} {value(row['before'])} {value(row['after'])}"
         lines.append(f"{row['reward']:10} {numbers}  {ci(row['gain']):26} {minus}")
     return lines

@@ -8,26 +8,27 @@ the same samples, and writes `ttrl_curve.png`: per step, the policy's accuracy o
 truth ratio), the pseudo-label's accuracy (both audited from sealed labels, outside the method) and the label-
 free majority ratio and entropy. Resumable: run it again on the same --out.
 
-    python -m testtime.experiments.ttrl_miniature --out runs/ttrl-miniature
+    testtime ttrl miniature --out runs/ttrl-miniature
 
 """
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 from statistics import mean
-from typing import Any
 
 from testtime.core.results import read_steps
-from testtime.core.rundir import RunDir
-from testtime.experiments.config import RunConfig
-from testtime.experiments.run import execute, start_run
+from testtime.evaluation.metrics import Interval
+from testtime.evaluation.summary import RunSummary
 from testtime.models import DEFAULT_MODEL
+from testtime.run.execute import execute
+from testtime.run.lifecycle import create_or_resume
+from testtime.run.observer import QuietObserver, RunObserver
+from testtime.run.settings import RunSettings
 
 
-def miniature_config(size: int = 32, steps: int | None = None, seed: int = 0) -> RunConfig:
-    return RunConfig(
+def miniature_settings(size: int = 32, steps: int | None = None, seed: int = 0) -> RunSettings:
+    return RunSettings(
         method="ttrl",
         bench="arith",
         model=DEFAULT_MODEL,
@@ -38,12 +39,10 @@ def miniature_config(size: int = 32, steps: int | None = None, seed: int = 0) ->
     )
 
 
-def run_miniature(out: Path, size: int = 32, steps: int | None = None, progress: bool = False) -> dict[str, Any]:
-    if (out / "config.json").is_file():
-        summary = execute(RunDir.open_existing(out), progress=progress)
-    else:
-        run, parts = start_run(miniature_config(size, steps), out)
-        summary = execute(run, parts=parts, progress=progress)
+def run_miniature(
+    out: Path, size: int = 32, steps: int | None = None, observer: RunObserver | None = None
+) -> RunSummary:
+    summary = execute(create_or_resume(miniature_settings(size, steps), out), observer or QuietObserver())
     plot_curve(out, summary)
     return summary
 
@@ -52,20 +51,25 @@ def _rolling(values: list[float], window: int = 5) -> list[float]:
     return [mean(values[max(0, i - window + 1) : i + 1]) for i in range(len(values))]
 
 
-def plot_curve(out: Path, summary: dict[str, Any]) -> Path:
+def plot_curve(out: Path, summary: RunSummary) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    ttrl = summary["ttrl"]
-    per_step = ttrl["per_step"]
+    ttrl = summary.ttrl
+    if ttrl is None:
+        raise ValueError("the miniature's run has no TTRL summary")
+    per_step = ttrl.per_step
     logged = read_steps(out / "ttrl" / "steps.jsonl")
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 7), sharex=True)
-    top.plot(per_step["step"], _rolling(per_step["ground_truth_ratio"]), label="policy accuracy on the step's prompts")
-    top.plot(per_step["step"], _rolling(per_step["label_correct"]), label="pseudo-label accuracy (audit)")
-    for key, style, label in (("pass@1_before", ":", "pass@1 before"), ("pass@1_after", "--", "pass@1 after")):
-        top.axhline(ttrl[key]["mean"], linestyle=style, color="grey", label=f"{label} ({ttrl[key]['mean']:.3f})")
+    top.plot(per_step.step, _rolling(per_step.ground_truth_ratio), label="policy accuracy on the step's prompts")
+    top.plot(per_step.step, _rolling(per_step.label_correct), label="pseudo-label accuracy (audit)")
+    for value, style, label in (
+        (ttrl.pass_at_1_before, ":", "pass@1 before"),
+        (ttrl.pass_at_1_after, "--", "pass@1 after"),
+    ):
+        top.axhline(value.mean, linestyle=style, color="grey", label=f"{label} ({value.mean:.3f})")
     top.set_ylabel("accuracy (5-step rolling mean)")
     top.set_ylim(0, 1)
     top.legend(fontsize=8)
@@ -82,41 +86,28 @@ def plot_curve(out: Path, summary: dict[str, Any]) -> Path:
     return path
 
 
-def report_lines(summary: dict[str, Any]) -> list[str]:
-    ttrl = summary["ttrl"]
+def report_lines(summary: RunSummary) -> list[str]:
+    ttrl = summary.ttrl
+    if ttrl is None:
+        return [f"problems                 {summary.problems} (no TTRL summary: training did not finish)"]
 
-    def ci(m: dict[str, float]) -> str:
-        return f"{m['mean']:.3f} [{m['ci_low']:.3f}, {m['ci_high']:.3f}]"
+    def ci(m: Interval) -> str:
+        return f"{m.mean:.3f} [{m.ci_low:.3f}, {m.ci_high:.3f}]"
 
     lines = [
-        f"problems                 {summary['problems']}",
-        f"pass@1 before (avg@k)    {ci(ttrl['pass@1_before'])}",
-        f"pass@1 after  (avg@k)    {ci(ttrl['pass@1_after'])}",
-        f"gain, paired             {ci(ttrl['pass@1_gain'])}",
+        f"problems                 {summary.problems}",
+        f"pass@1 before (avg@k)    {ci(ttrl.pass_at_1_before)}",
+        f"pass@1 after  (avg@k)    {ci(ttrl.pass_at_1_after)}",
+        f"gain, paired             {ci(ttrl.pass_at_1_gain)}",
     ]
-    if "greedy_before" in ttrl:
-        lines.append(f"greedy before → after    {ttrl['greedy_before']:.3f} → {ttrl['greedy_after']:.3f}")
-    lines += [f"base maj@{k:<16}{v:.3f}" for k, v in ttrl.get("maj@k_before", {}).items()]
-    same = ttrl.get("compute", {}).get("base_majority_at_same_tokens")
-    if same:
-        note = f" (same tokens buy maj@{ttrl['compute']['same_tokens_k']})" if same["capped"] else ""
-        lines.append(f"base maj@{same['k']} at TTRL's tokens {same['accuracy']:.3f}{note}")
-    ledger = summary["ledger"]
-    lines.append(f"training                 {ledger['train_steps']} steps, {ledger['train_seconds']:.0f} s")
-    lines.append(f"wall time                {summary['wall_s']:.0f} s")
+    if ttrl.greedy_before is not None and ttrl.greedy_after is not None:
+        lines.append(f"greedy before → after    {ttrl.greedy_before:.3f} → {ttrl.greedy_after:.3f}")
+    lines += [f"base maj@{k:<16}{v:.3f}" for k, v in ttrl.maj_at_k_before.items()]
+    same = ttrl.compute.base_majority_at_same_tokens if ttrl.compute else None
+    if same is not None and ttrl.compute is not None:
+        note = f" (same tokens buy maj@{ttrl.compute.same_tokens_k})" if same.capped else ""
+        lines.append(f"base maj@{same.k} at TTRL's tokens {same.accuracy:.3f}{note}")
+    ledger = summary.ledger
+    lines.append(f"training                 {ledger.train_steps} steps, {ledger.train_seconds:.0f} s")
+    lines.append(f"wall time                {summary.wall_s or 0:.0f} s")
     return lines
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, default=Path("runs/ttrl-miniature"))
-    parser.add_argument("--size", type=int, default=32, help="problems (two-digit additions)")
-    parser.add_argument("--steps", type=int, default=None, help="rollout steps (default: the cpu preset's)")
-    args = parser.parse_args()
-    summary = run_miniature(args.out, args.size, args.steps, progress=True)
-    print("\n".join(report_lines(summary)))
-    print(f"curve: {args.out / 'ttrl_curve.png'}")
-
-
-if __name__ == "__main__":
-    main()

@@ -6,7 +6,10 @@ as soon as it is ready. A method sees `Problem`s and a `MethodContext`; neither 
 on its own subclass `PerProblem` and write `solve`; TTRL, which trains on the whole set, writes `stream`.
 Each method declares its options as a pydantic model (`Options`, with its own flags) and the generic run
 flags it reads (`run_flags`); `prepare(domain)` builds what depends on the benchmark's domain (its selector)
-before any run directory exists.
+before any run directory exists. `sampling(domain, base)` says what each kind of call it makes will send
+(solve, strategies, reflect, tests, aggregate, TTRL's rollouts and evaluations): the run records that plan
+in its manifest and hands it to the method in `MethodContext.sampling`, and the method's calls take their
+parameters from it, so what is recorded is what was sent.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from pydantic import Field
 from testtime.core.answers import extract_answer
 from testtime.core.checkpoint import RoundCheckpoints
 from testtime.core.errors import UserError
+from testtime.core.ledger import CallPurpose
 from testtime.core.options import Options, flag
 from testtime.core.programs import extract_program
 from testtime.core.records import Candidate, Completion, Message, Problem, SamplingParams
@@ -40,7 +44,7 @@ SELECTOR_OPTION_NAMES = ("tie_policy", "test_inputs", "predicted_outputs", "time
 @dataclass
 class MethodContext:
     engine: RolloutEngine
-    params: SamplingParams
+    params: SamplingParams  # the run's base sampling (flags, else defaults); a kind of call may differ
     prompt: Callable[[Problem], list[Message]]
     n: int | None = None  # samples per problem; None = the method's default
     seed: int = 0
@@ -48,16 +52,22 @@ class MethodContext:
     sandbox: Sandbox | None = None  # code problems: where candidates and generated tests run
     checkpoints: RoundCheckpoints = field(default_factory=lambda: RoundCheckpoints(None))  # multi-round state
     workdir: Path | None = None  # the run directory, for methods that write artefacts (TTRL's checkpoints)
+    sampling: dict[str, SamplingParams] = field(default_factory=dict)  # the method's plan, kind of call → params
 
-    def params_for(self, step: int, slot: int) -> SamplingParams:
+    def sampled(self, kind: CallPurpose) -> SamplingParams:
+        """What calls of this kind send: the plan's entry, else the run's base sampling."""
+        return self.sampling.get(kind, self.params)
+
+    def params_for(self, step: int, slot: int, kind: CallPurpose = "solve") -> SamplingParams:
         """Sampling params with a seed of their own for one call of a multi-step method (its step and slot),
         so no step replays another from the completion cache."""
-        return self.params.model_copy(update={"seed": (self.seed * 1_000_003 + step * 1009 + slot) % 2**31})
+        seed = (self.seed * 1_000_003 + step * 1009 + slot) % 2**31
+        return self.sampled(kind).model_copy(update={"seed": seed})
 
     def selection(self, step: int | None = None, params: SamplingParams | None = None) -> SelectionContext:
         """What a selector may use here: seed, engine (to write tests), sandbox; never a reference."""
         return SelectionContext(
-            seed=self.seed, step=step, engine=self.engine, params=params or self.params, sandbox=self.sandbox
+            seed=self.seed, step=step, engine=self.engine, params=params or self.sampled("tests"), sandbox=self.sandbox
         )
 
 
@@ -136,6 +146,23 @@ class Method(ABC):
     def planned_calls(self, domain: str, n: int | None) -> int | None:
         """Model calls one problem costs by construction (a progress bar's total); None when not known."""
         return None
+
+    def call_kinds(self, domain: str) -> tuple[CallPurpose, ...]:
+        """The kinds of model call this method makes on a problem of `domain` (after `prepare`)."""
+        return ("solve", *self._selector_calls())
+
+    def _selector_calls(self) -> tuple[CallPurpose, ...]:
+        """The execution selector asks the model for test inputs: a kind of call of the method's."""
+        return ("tests",) if self.selector is not None and self.selector.writes_tests() else ()
+
+    def sampling(self, domain: str, base: SamplingParams) -> dict[str, SamplingParams]:
+        """What each kind of call sends, from the run's base sampling (flags, else the defaults); methods with
+        their own per-kind settings override this. Recorded in the manifest, handed back in the context."""
+        return {kind: base for kind in self.call_kinds(domain)}
+
+    def effective_n(self, n: int | None) -> int | None:
+        """Samples per problem the answer is drawn from, when the method draws a fixed number (else None)."""
+        return n
 
     def planned_rounds(self) -> int | None:
         """Rounds (TRT) or steps (RSA) per problem, for the progress bar; None for single-shot methods."""

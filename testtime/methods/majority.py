@@ -18,11 +18,14 @@ class Majority(PerProblem):
     run_flags = SAMPLING_FLAGS | {"n"}
 
     def planned_calls(self, domain: str, n: int | None) -> int | None:
-        return (n or DEFAULT_N) + (domain == "code")  # code: one more call writes test inputs
+        return (n or DEFAULT_N) + len(self._selector_calls())  # code: one more call writes test inputs
+
+    def effective_n(self, n: int | None) -> int | None:
+        return n or DEFAULT_N
 
     async def solve(self, problem: Problem, ctx: MethodContext) -> ProblemResult:
         completions = await ctx.engine.sample(
-            ctx.prompt(problem), ctx.n or DEFAULT_N, ctx.params, problem_id=problem.id
+            ctx.prompt(problem), ctx.n or DEFAULT_N, ctx.sampled("solve"), problem_id=problem.id
         )
         candidates = make_candidates(problem, completions)
         selection = await self.selector_for(problem.domain).select(problem, candidates, ctx.selection())

@@ -16,6 +16,7 @@ from typing import ClassVar
 
 from pydantic import model_validator
 
+from testtime.core.ledger import CallPurpose
 from testtime.core.options import flag
 from testtime.core.records import Candidate, Message, Problem
 from testtime.core.results import ProblemResult, RoundCandidate, RoundRecord
@@ -57,7 +58,13 @@ class RSA(PerProblem):
     flag_hints: ClassVar[dict[str, str]] = {"n": "its population is --method-opt population=N"}
 
     def planned_calls(self, domain: str, n: int | None) -> int | None:
-        return self.options.population * self.options.steps + (domain == "code")
+        return self.options.population * self.options.steps + len(self._selector_calls())
+
+    def call_kinds(self, domain: str) -> tuple[CallPurpose, ...]:
+        return ("solve", "aggregate", *self._selector_calls())
+
+    def effective_n(self, n: int | None) -> int | None:
+        return None  # a population of N through T steps (the method's options say how many)
 
     def planned_rounds(self) -> int | None:
         return self.options.steps
@@ -67,7 +74,7 @@ class RSA(PerProblem):
         saved = ctx.checkpoints.last(problem.id)
         if saved is None:
             completions = await ctx.engine.sample(
-                ctx.prompt(problem), n, ctx.params, problem_id=problem.id, purpose="solve", step=1
+                ctx.prompt(problem), n, ctx.sampled("solve"), problem_id=problem.id, purpose="solve", step=1
             )
             population = make_candidates(problem, completions)
             await self._checkpoint(problem, ctx, 1, population)
@@ -103,7 +110,12 @@ class RSA(PerProblem):
             messages = [*base[:-1], Message(role=base[-1].role, content=f"{base[-1].content}\n\n{section}")]
             requests.append(
                 ctx.engine.sample(
-                    messages, 1, ctx.params_for(step, slot), problem_id=problem.id, purpose="aggregate", step=step
+                    messages,
+                    1,
+                    ctx.params_for(step, slot, "aggregate"),
+                    problem_id=problem.id,
+                    purpose="aggregate",
+                    step=step,
                 )
             )
         completions = [r[0] for r in await asyncio.gather(*requests)]

@@ -17,7 +17,10 @@ class Single(PerProblem):
     def planned_calls(self, domain: str, n: int | None) -> int | None:
         return 1
 
+    def effective_n(self, n: int | None) -> int | None:
+        return 1
+
     async def solve(self, problem: Problem, ctx: MethodContext) -> ProblemResult:
-        completions = await ctx.engine.sample(ctx.prompt(problem), 1, ctx.params, problem_id=problem.id)
+        completions = await ctx.engine.sample(ctx.prompt(problem), 1, ctx.sampled("solve"), problem_id=problem.id)
         candidates = make_candidates(problem, completions)
         return ProblemResult(problem_id=problem.id, prediction=candidates[0].answer, candidates=candidates)

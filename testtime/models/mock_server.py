@@ -41,6 +41,7 @@ class MockChatServer:
         self.retry_after_s = retry_after_s
         self.requests = 0
         self.completed = 0
+        self.bodies: list[dict[str, Any]] = []  # every request body as received: what went over the wire
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
@@ -88,6 +89,7 @@ class MockChatServer:
                 request = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
                 with server._lock:
                     server.requests += 1
+                    server.bodies.append(request)
                     fault = server.faults.get(server.requests, server.fault)
                 if fault == "hang":
                     time.sleep(3600)

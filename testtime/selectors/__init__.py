@@ -63,6 +63,10 @@ class Selector(ABC):
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, **self.options.model_dump()}
 
+    def writes_tests(self) -> bool:
+        """Whether selecting asks the model for something (the execution selector's test inputs)."""
+        return False
+
 
 SELECTORS: Registry[Selector] = Registry("selector")
 _MODULES = ("majority", "exclusivity", "execution")

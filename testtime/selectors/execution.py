@@ -84,6 +84,9 @@ class ExecutionSelector(Selector):
     def limits(self) -> Limits:
         return Limits(timeout_s=self.options.timeout_s, early_exit=False)
 
+    def writes_tests(self) -> bool:
+        return self.options.test_inputs > 0
+
     @property
     def rule(self) -> str:
         return f"execution(inputs={self.options.test_inputs}, predicted_outputs={self.options.predicted_outputs})"

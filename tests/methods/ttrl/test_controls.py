@@ -16,27 +16,27 @@ import pytest
 from testtime.core.errors import UserError
 from testtime.core.ledger import Ledger
 from testtime.core.records import Problem
+from testtime.core.results import TTRLVote
 from testtime.methods.ttrl.controls import REWARDS, TrainedReward
-from testtime.methods.ttrl.reward import StepLog, VoteReward
+from testtime.methods.ttrl.reward import StepBuffer, VoteReward
 from testtime.methods.ttrl.settings import TTRLSettings
-from testtime.methods.ttrl.vote import PromptVote
 from testtime.selectors import SelectionContext, build_selector
 
 PROBLEMS = {f"p{i}": Problem(id=f"p{i}", domain="math", statement=f"question {i}") for i in range(4)}
 
 
-def _vote(majority: list[float], abstained: frozenset[int] = frozenset()) -> PromptVote:
-    return PromptVote(
+def _vote(majority: list[float], abstained: frozenset[int] = frozenset()) -> TTRLVote:
+    answers = tuple(None if i in abstained else "3" for i in range(len(majority)))
+    return TTRLVote(
+        problem_id="p0",
         label="3",
         label_key="3",
         majority_ratio=0.5,
-        margin=0.0,
         no_answer_rate=len(abstained) / len(majority),
-        tie=False,
-        skipped=None,
-        kept=list(range(len(majority))),
-        rewards=majority,
-        answers=[None if i in abstained else "3" for i in range(len(majority))],
+        kept=tuple(range(len(majority))),
+        rewards=tuple(majority),
+        answers=answers,
+        votes=answers,
         abstained=abstained,
     )
 
@@ -77,10 +77,11 @@ def test_an_unknown_reward_is_a_clear_error() -> None:
     assert REWARDS.names() == ["format", "majority", "random"]
 
 
-def _reward_function(tmp_path: Path, reward: str) -> tuple[VoteReward, StepLog]:
+def _reward_function(tmp_path: Path, reward: str) -> tuple[VoteReward, StepBuffer]:
     settings = TTRLSettings.from_options({"preset": "cpu", "n_vote": 4, "n_train": 4, "reward": reward})
-    log = StepLog(tmp_path / f"{reward}.jsonl", Ledger(), "hf:test+ttrl")
-    return VoteReward(settings, log, PROBLEMS, build_selector("majority"), lambda _: SelectionContext()), log
+    selector = build_selector("majority")
+    function = VoteReward(settings, PROBLEMS, selector, lambda _: SelectionContext(), ledger=Ledger(), model_name="m")
+    return function, function.buffer
 
 
 def _batch(label_column: list[str]) -> dict[str, list]:
@@ -115,7 +116,7 @@ def test_a_control_run_logs_what_it_trained_on_beside_the_vote(tmp_path: Path) -
     function, log = _reward_function(tmp_path, "format")
     rewards = function(**_batch(["3"]), trainer_state=SimpleNamespace(global_step=0))
     assert rewards[:4] == [1.0, 1.0, 1.0, 0.0]  # "4" is wrong by the vote, yet well formed
-    first = log.pending[0]
+    first = log.votes[0]
     assert first.rewards == (1.0, 1.0, 1.0, 0.0) and first.majority_rewards == (1.0, 1.0, 0.0, 0.0)
     assert log.stats["train_reward"] == pytest.approx(0.75) and log.stats["pseudo_reward"] == pytest.approx(0.5)
 
@@ -128,12 +129,14 @@ def test_a_control_trains_on_the_same_samples_and_labels_as_ttrl(tmp_path: Path)
         settings = TTRLSettings.from_options(
             {"preset": "cpu", "n_vote": 4, "n_train": 2, "downsample": "random", "reward": reward}
         )
-        log = StepLog(tmp_path / f"{reward}.jsonl", Ledger(), "hf:test+ttrl")
         selector = build_selector("majority", {"tie_policy": "random"})
-        function = VoteReward(settings, log, PROBLEMS, selector, lambda _: SelectionContext(), seed=7)
+        function = VoteReward(
+            settings, PROBLEMS, selector, lambda _: SelectionContext(), ledger=Ledger(), model_name="m", seed=7
+        )
+        log = function.buffer
         function.extra_votes = lambda prompts, k: [[("\\boxed{5}", 3), ("\\boxed{6}", 3)] for _ in prompts]
         batch = _batch(["3"])
         trained = {k: [v for i, v in enumerate(values) if i % 4 in (0, 2)] for k, values in batch.items()}
         function(**trained, trainer_state=None)  # votes 3, 4, 5, 6: a four-way tie, broken at random
-        pending[reward] = [(v.label, v.answers) for v in log.pending]
+        pending[reward] = [(v.label, v.answers) for v in log.votes]
     assert pending["majority"] == pending["random"]

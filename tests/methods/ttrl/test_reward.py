@@ -8,7 +8,7 @@ from testtime.core.ledger import Ledger, read_entries
 from testtime.core.records import Problem
 from testtime.core.results import TTRLStep, read_steps
 from testtime.methods.ttrl.monitor import CollapseAlarm, LabelHistory
-from testtime.methods.ttrl.reward import StepLog, VoteReward
+from testtime.methods.ttrl.reward import VoteReward, append_step, resume_steps
 from testtime.methods.ttrl.settings import TTRLSettings
 from testtime.selectors import SelectionContext, build_selector
 
@@ -17,8 +17,10 @@ PROBLEMS = {pid: Problem(id=pid, domain="math", statement=f"question {pid}") for
 
 def _reward(tmp_path, **overrides):
     settings = TTRLSettings.from_options({"preset": "cpu", "n_vote": 4, "n_train": 4, **overrides})
-    log = StepLog(tmp_path / "steps.jsonl", Ledger(tmp_path / "ledger.jsonl"), "hf:test+ttrl")
-    return VoteReward(settings, log, PROBLEMS, build_selector("majority"), lambda _: SelectionContext()), log
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    selector = build_selector("majority")
+    reward = VoteReward(settings, PROBLEMS, selector, lambda _: SelectionContext(), ledger=ledger, model_name="hf:t")
+    return reward, reward.buffer
 
 
 def _batch(groups):
@@ -43,19 +45,19 @@ def test_each_group_votes_on_its_own_and_rewards_agreement(tmp_path):
     )
     rewards = reward(**batch, trainer_state=SimpleNamespace(global_step=0), log_metric=print)
     assert rewards == [1.0, 1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0]
-    assert [v.label for v in log.pending] == ["3", "8"]
-    assert log.pending[0].answers == ("3", "3", "4", None)
+    assert [v.label for v in log.votes] == ["3", "8"]
+    assert log.votes[0].answers == ("3", "3", "4", None)
     assert log.stats["majority_ratio"] == pytest.approx((0.5 + 0.75) / 2)
     assert log.stats["no_answer_rate"] == pytest.approx(0.125)
-    assert log.ledger.totals.calls == 8  # every training rollout is a ledger line
+    assert reward.ledger.totals.calls == 8  # every training rollout is a ledger line
 
 
 def test_label_flips_are_tracked_across_steps(tmp_path):
     reward, log = _reward(tmp_path)
     reward(**_batch([("p1", ["\\boxed{3}"] * 3 + ["\\boxed{4}"])]), trainer_state=None)
-    assert log.pending[-1].flipped is None  # first visit
+    assert log.votes[-1].flipped is None  # first visit
     reward(**_batch([("p1", ["\\boxed{4}"] * 3 + ["\\boxed{3}"])]), trainer_state=None)
-    assert log.pending[-1].flipped is True
+    assert log.votes[-1].flipped is True
     assert log.stats["label_flip_rate"] == 1.0
 
 
@@ -65,8 +67,8 @@ def test_extra_votes_decide_the_label_but_are_not_rewarded(tmp_path):
     reward.extra_votes = lambda prompts, k: [[("\\boxed{5}", 3)] * k for _ in prompts]
     rewards = reward(**_batch([("p1", ["\\boxed{5}", "\\boxed{6}"])]), trainer_state=None)
     assert rewards == [1.0, 0.0]
-    assert log.pending[0].label == "5" and log.pending[0].answers == ("5", "6")
-    assert log.ledger.totals.calls == 6  # 2 rollouts and 4 extra votes
+    assert log.votes[0].label == "5" and log.votes[0].answers == ("5", "6")
+    assert reward.ledger.totals.calls == 6  # 2 rollouts and 4 extra votes
 
 
 def test_a_group_that_mixes_prompts_is_refused(tmp_path):
@@ -79,10 +81,10 @@ def test_a_group_that_mixes_prompts_is_refused(tmp_path):
 def test_resume_reloads_the_label_history(tmp_path):
     reward, log = _reward(tmp_path)
     reward(**_batch([("p1", ["\\boxed{3}"] * 4)]), trainer_state=None)
-    log.write(TTRLStep(step=3, votes=tuple(log.pending)))
-    fresh = StepLog(tmp_path / "steps.jsonl", Ledger(None), "m")
-    assert fresh.resume() == 3
-    assert fresh.history.flipped("p1", log.pending[0].label_key) is False
+    append_step(tmp_path / "steps.jsonl", TTRLStep(step=3, votes=tuple(log.votes)))
+    history = LabelHistory()
+    assert resume_steps(tmp_path / "steps.jsonl", history) == 3
+    assert history.flipped("p1", log.votes[0].label_key) is False
 
 
 def test_label_history_reports_first_visit_as_unknown():
@@ -128,10 +130,11 @@ def test_collapse_alarm_ignores_steps_without_the_signals():
 def test_a_skipped_vote_survives_the_step_log(tmp_path):
     reward, log = _reward(tmp_path)
     reward(**_batch([("p1", ["no answer"] * 4)]), trainer_state=None)
-    assert log.pending[0].label is None and log.pending[0].skipped == "all_abstain"
-    log.write(TTRLStep(step=1, votes=tuple(log.pending)))
+    assert log.votes[0].label is None and log.votes[0].skipped == "all_abstain"
+    append_step(tmp_path / "steps.jsonl", TTRLStep(step=1, votes=tuple(log.votes)))
     [record] = read_steps(tmp_path / "steps.jsonl")
-    assert record.votes == tuple(log.pending)  # written without its empty fields, read back whole
+    written = [v.model_dump() for v in record.votes]
+    assert written == [v.model_dump() for v in log.votes]  # written without its empty fields, read back whole
 
 
 def test_extra_votes_drawn_with_the_rollouts_arrive_per_row(tmp_path):
@@ -141,8 +144,8 @@ def test_extra_votes_drawn_with_the_rollouts_arrive_per_row(tmp_path):
     extras = [[("\\boxed{4}", 2)] * 3] * 2 + [[("\\boxed{9}", 2)] * 3] * 2
     reward.extra_votes = lambda prompts, k: pytest.fail("votes drawn with the rollouts are not drawn again")
     assert reward(**batch, extra_votes=extras, trainer_state=None) == [0.0, 1.0, 0.0, 0.0]
-    assert [v.label for v in log.pending] == ["4", "9"]
-    assert log.ledger.totals.calls == 10
+    assert [v.label for v in log.votes] == ["4", "9"]
+    assert reward.ledger.totals.calls == 10
 
 
 def test_random_downsampling_rewards_the_samples_trl_trains_on(tmp_path):
@@ -153,9 +156,9 @@ def test_random_downsampling_rewards_the_samples_trl_trains_on(tmp_path):
     reward.extra_votes = lambda prompts, k: [[("\\boxed{1}", 2)] * k for _ in prompts]
     for _ in range(5):  # several draws of the kept places
         rewards = reward(**_batch([("p1", trained)]), trainer_state=None)
-        assert log.pending[-1].label == "1"
+        assert log.votes[-1].label == "1"
         assert rewards == [1.0, 0.0, 1.0, 0.0]
-        assert log.pending[-1].answers == ("1", "2", "1", "2")
+        assert log.votes[-1].answers == ("1", "2", "1", "2")
 
 
 def test_extra_votes_on_vllm_use_the_colocated_engines_sampling_settings():
@@ -186,15 +189,17 @@ def test_trained_tokens_are_counted_once_per_generation_batch(tmp_path):
     """TRL logs its running token count only with the optimiser step that generated: the steps between must
     neither lose the count nor start it again from zero."""
     pytest.importorskip("transformers")
+    from testtime.methods.ttrl.reward import StepBuffer
     from testtime.methods.ttrl.trl_backend import make_callback
 
     settings = TTRLSettings.from_options({"preset": "cpu", "collapse": "off"})
-    log = StepLog(tmp_path / "steps.jsonl", Ledger(tmp_path / "ledger.jsonl"), "hf:test+ttrl")
-    callback = make_callback(settings, log, parameters=10, started_step=0)
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    job = SimpleNamespace(settings=settings, root=tmp_path, model_name="hf:test", ledger=ledger)
+    callback = make_callback(job, StepBuffer(), parameters=10, started_step=0)
     running = {1: 100, 5: 220, 9: 330}  # three generation batches of 100, 120 and 110 tokens
     for step in range(1, 10):
         logs = {"loss": 0.1} | ({"num_tokens": running[step]} if step in running else {})
         callback.on_log(None, SimpleNamespace(global_step=step), SimpleNamespace(), logs=logs)
-    log.ledger.close()
+    ledger.close()
     counted = [e.train_tokens for e in read_entries(tmp_path / "ledger.jsonl") if e.kind == "train_step"]
     assert counted == [100, 0, 0, 0, 120, 0, 0, 0, 110]

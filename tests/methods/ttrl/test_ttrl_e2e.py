@@ -131,7 +131,8 @@ def test_miniature_raises_pass_at_1_without_labels(tmp_path):
 
     summary = run_miniature(tmp_path / "mini")
     print("\n".join(report_lines(summary)))
-    ttrl = summary["ttrl"]
-    assert ttrl["pass@1_gain"]["ci_low"] > 0  # the paired bootstrap CI excludes zero
-    assert ttrl["pass@1_after"]["mean"] >= ttrl["pass@1_before"]["mean"] + 0.05
+    ttrl = summary.ttrl
+    assert ttrl is not None and ttrl.pass_at_1_gain.interval == "paired_bootstrap"
+    assert ttrl.pass_at_1_gain.ci_low > 0  # the paired bootstrap CI excludes zero
+    assert ttrl.pass_at_1_after.mean >= ttrl.pass_at_1_before.mean + 0.05
     assert (tmp_path / "mini" / "ttrl_curve.png").stat().st_size > 10_000

@@ -99,16 +99,19 @@ def test_vote_hook_runs_the_code_reward_from_the_rows_problems(open_sandbox_or_s
     assert metrics["ttrl/distinct_classes"] == 2.0 and metrics["ttrl/no_answer_rate"] == 0.25
 
 
-def test_trainer_hook_votes_what_the_rollout_manager_returns():
+def test_trainer_hook_votes_what_the_rollout_manager_returns(tmp_path):
     from testtime.methods.ttrl.verl.trainer import TTRLRayPPOTrainer
 
     class Rollouts:
         def generate_sequences(self, batch):
             return _batch(["\\boxed{7}", "\\boxed{7}", "\\boxed{3}"])
 
+    from testtime.methods.ttrl.verl.config import write_settings
+
     trainer = TTRLRayPPOTrainer.__new__(TTRLRayPPOTrainer)  # no Ray, no GPUs: only the hook's wiring
     trainer.async_rollout_manager, trainer.tokenizer = Rollouts(), CharTokenizer()
-    trainer.config = {"ttrl": {"tie_policy": "earliest", "min_majority_ratio": 0.0}}
+    settings = write_settings(TTRLSettings.from_options({"n_vote": 3, "n_train": 3}), tmp_path / "ttrl.json")
+    trainer.config = {"ttrl": {"settings_file": str(settings)}}
     trainer.install_vote_hook()
     prompts = DataProto.from_dict(
         tensors={"input_ids": torch.zeros(3, 2, dtype=torch.long)},
@@ -140,6 +143,7 @@ def _overrides(settings: TTRLSettings, **extra) -> list[str]:
         train_file=Path("/data/train.parquet"),
         val_file=Path("/data/val.parquet"),
         output_dir=Path("/ckpt"),
+        settings_file=Path("/ckpt/ttrl_settings.json"),
         extra=extra,
     )
 
@@ -174,7 +178,7 @@ def test_entry_point_composes_verl_config_with_the_ttrl_block(tmp_path):
         cwd=tmp_path,
     )
     assert shown.returncode == 0, shown.stderr[-2000:]
-    assert "ttrl:\n  tie_policy: earliest" in shown.stdout
+    assert "ttrl:\n  settings_file: /ckpt/ttrl_settings.json" in shown.stdout
     assert "name: extract_only" in shown.stdout
 
 

@@ -10,14 +10,15 @@ import random
 import pytest
 
 from testtime.core.records import Problem, TestCase
-from testtime.methods.ttrl.vote import PromptVote, VotePolicy, vote
+from testtime.core.results import TTRLVote
+from testtime.methods.ttrl.vote import VotePolicy, vote
 from testtime.sandbox.probes import HUNT_EXPECTED_OUTPUT
 from testtime.selectors import SelectionContext, build_selector
 
 MATH = Problem(id="m", domain="math", statement="?")
 
 
-def math_vote(answers, policy=VotePolicy(), rng=None, tie_policy="earliest") -> PromptVote:  # noqa: B008
+def math_vote(answers, policy=VotePolicy(), rng=None, tie_policy="earliest") -> TTRLVote:  # noqa: B008
     texts = [f"so \\boxed{{{a}}}" if a is not None else "no answer" for a in answers]
     selector = build_selector("majority", {"tie_policy": tie_policy})
     return asyncio.run(vote(MATH, texts, selector, SelectionContext(), policy, rng))
@@ -45,7 +46,7 @@ CASES = [
 def test_math_vote_table(answers, policy, label, rewards, skipped, tie):
     result = math_vote(answers, policy)
     assert result.label == label
-    assert result.rewards == [float(r) for r in rewards]
+    assert result.rewards == tuple(float(r) for r in rewards)
     assert result.skipped == skipped
     assert result.tie is tie
 
@@ -68,8 +69,8 @@ def test_random_downsampling_is_seeded_and_rewards_follow_the_kept_samples():
     answers = ["1", "2", "1", "3", "1", "2", "1", "1"]
     a = math_vote(answers, VotePolicy(n_train=4, downsample="random"), random.Random(5))
     b = math_vote(answers, VotePolicy(n_train=4, downsample="random"), random.Random(5))
-    assert a.kept == b.kept and len(a.kept) == 4 and a.kept == sorted(a.kept)
-    assert a.rewards == [1.0 if answers[i] == "1" else 0.0 for i in a.kept]
+    assert a.kept == b.kept and len(a.kept) == 4 and list(a.kept) == sorted(a.kept)
+    assert a.rewards == tuple(1.0 if answers[i] == "1" else 0.0 for i in a.kept)
 
 
 def test_random_tie_policy_picks_among_the_tied_only():
@@ -96,7 +97,7 @@ SQUARE = "print(int(input()) ** 2)"  # right on the public example, wrong elsewh
 BROKEN = "def f(:"
 
 
-def code_vote(sandbox, programs, policy=VotePolicy(), problem=CODE, inputs=("3", "7")) -> PromptVote:  # noqa: B008
+def code_vote(sandbox, programs, policy=VotePolicy(), problem=CODE, inputs=("3", "7")) -> TTRLVote:  # noqa: B008
     texts = [f"```python\n{p}\n```" if p is not None else "no code" for p in programs]
     context = SelectionContext(sandbox=sandbox, inputs=list(inputs))
     return asyncio.run(vote(problem, texts, build_selector("execution"), context, policy))
@@ -117,7 +118,7 @@ CODE_CASES = [
 @pytest.mark.parametrize(("programs", "policy", "rewards", "skipped", "tie"), CODE_CASES)
 def test_code_vote_table(open_sandbox_or_skip, programs, policy, rewards, skipped, tie):
     result = code_vote(open_sandbox_or_skip, programs, policy)
-    assert result.rewards == [float(r) for r in rewards]
+    assert result.rewards == tuple(float(r) for r in rewards)
     assert result.skipped == skipped and result.tie is tie
     assert result.sandbox_seconds > 0 or skipped
 
@@ -143,4 +144,4 @@ def test_a_program_hunting_for_expected_outputs_earns_nothing(open_sandbox_or_sk
     honest = "import hashlib\nprint('EXPECTED-' + hashlib.md5(input().strip().encode()).hexdigest())"
     result = code_vote(open_sandbox_or_skip, [HUNT_EXPECTED_OUTPUT, HUNT_EXPECTED_OUTPUT, honest], problem=problem)
     assert (result.label or "").strip() == honest
-    assert result.rewards == [0.0, 0.0, 1.0]
+    assert result.rewards == (0.0, 0.0, 1.0)

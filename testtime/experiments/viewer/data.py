@@ -7,7 +7,6 @@ execution verdict matrix for code; TTRL's votes and step curves) built when aske
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,9 +14,11 @@ from typing import Any
 
 from testtime.core.ledger import LedgerEntry, read_entries
 from testtime.core.results import ResultRecord, TTRLStep, read_steps
-from testtime.core.rundir import RunDir
 from testtime.core.selection import ExecutionEvidence
 from testtime.core.trace import TraceLine, read_trace
+from testtime.evaluation.summary import RunSummary
+from testtime.run.directory import RunDir
+from testtime.run.manifest import RunManifest
 
 TEXT_CHARS = 6000  # a candidate's text as shown; the trace holds it whole
 
@@ -25,8 +26,8 @@ TEXT_CHARS = 6000  # a candidate's text as shown; the trace holds it whole
 @dataclass
 class LoadedRun:
     path: Path
-    config: dict[str, Any]
-    summary: dict[str, Any]
+    manifest: RunManifest
+    summary: RunSummary | None  # None: the run has not finished (or is still running)
     records: dict[str, ResultRecord]
     ledger: list[LedgerEntry]
     calls: dict[str, TraceLine] = field(default_factory=dict)
@@ -37,12 +38,11 @@ class LoadedRun:
 
 def load_run(path: Path) -> LoadedRun:
     run = RunDir.open_existing(path)
-    summary = json.loads(run.summary_path.read_text()) if run.summary_path.exists() else {}
     lines, blobs = read_trace(path)
     return LoadedRun(
         path=path,
-        config=run.read_config(),
-        summary=summary,
+        manifest=run.read_manifest(),
+        summary=run.read_summary(),
         records={r.problem_id: r for r in run.read_results()},
         ledger=read_entries(run.ledger_path) if run.ledger_path.exists() else [],
         calls={line.call: line for line in lines},
@@ -61,7 +61,7 @@ def _cost(entries: list[LedgerEntry]) -> dict[str, Any]:
     return {
         "calls": len(paid),
         "tokens": sum(e.prompt_tokens + e.completion_tokens for e in paid),
-        "cost_usd": sum(e.cost_usd or 0.0 for e in paid),
+        "cost_usd": None if any(e.cost_usd is None for e in paid) else sum(e.cost_usd or 0.0 for e in paid),
         "sandbox_s": round(sum(e.seconds for e in entries if e.kind == "sandbox"), 3),
     }
 
@@ -70,20 +70,26 @@ def index(run: LoadedRun) -> dict[str, Any]:
     by_problem: dict[str, list[LedgerEntry]] = defaultdict(list)
     for entry in run.ledger:
         by_problem[entry.problem_id].append(entry)
-    settings = run.config.get("run", {})
-    summary = run.summary
+    settings, summary = run.manifest.run, run.summary
+    shown = (
+        summary.model_dump(mode="json", include={"accuracy", "pass_at_1", "ledger", "rounds", "ttrl"})
+        if summary
+        else {}
+    )
+    if shown.get("ttrl"):
+        shown["ttrl"].pop("per_step", None)
     return {
         "name": run.path.name,
         "path": str(run.path),
-        "method": settings.get("method"),
-        "bench": settings.get("bench"),
-        "model": settings.get("model"),
-        "method_config": run.config.get("method", {}),
-        "accuracy": summary.get("accuracy"),
-        "pass1": summary.get("pass@1_avg"),
-        "ledger": summary.get("ledger", {}),
-        "rounds": summary.get("rounds"),
-        "ttrl": {k: v for k, v in (summary.get("ttrl") or {}).items() if k != "per_step"},
+        "method": settings.method,
+        "bench": settings.bench,
+        "model": settings.model,
+        "method_config": run.manifest.method,
+        "accuracy": shown.get("accuracy"),
+        "pass@1": shown.get("pass@1"),
+        "ledger": shown.get("ledger", {}),
+        "rounds": shown.get("rounds"),
+        "ttrl": shown.get("ttrl") or {},
         "problems": [
             {
                 "id": pid,
@@ -102,15 +108,16 @@ def index(run: LoadedRun) -> dict[str, Any]:
 
 def _curves(run: LoadedRun) -> dict[str, list[Any]]:
     """TTRL's label-free step curves, and the audit's per-step accuracies, for the run page."""
-    audit = (run.summary.get("ttrl") or {}).get("per_step") or {}
+    ttrl = run.summary.ttrl if run.summary else None
+    audit = ttrl.per_step if ttrl else None
     return {
         "step": [s.step for s in run.steps],
         "majority_ratio": [s.majority_ratio for s in run.steps],
         "entropy": [s.entropy for s in run.steps],
         "reward": [s.reward for s in run.steps],
-        "audit_step": audit.get("step", []),
-        "label_correct": audit.get("label_correct", []),
-        "ground_truth_ratio": audit.get("ground_truth_ratio", []),
+        "audit_step": audit.step if audit else [],
+        "label_correct": audit.label_correct if audit else [],
+        "ground_truth_ratio": audit.ground_truth_ratio if audit else [],
     }
 
 

@@ -32,8 +32,9 @@ function runTable(run, r) {
   const box = $("div");
   box.append($("h2", {text: `${run.method} on ${run.bench} · ${run.model}`}), $("div", {class: "muted", text: run.path}));
   const facts = $("table");
-  const rows = [["accuracy (95% CI)", ci(run.accuracy)], ["pass@1 (avg over samples)", ci(run.pass1)],
-    ["calls / tokens / cost", `${run.ledger.calls ?? "–"} / ${run.ledger.tokens ?? "–"} / $${fmt(run.ledger.cost_usd, 4)}`]];
+  const cost = run.ledger.cost_usd === null || run.ledger.cost_usd === undefined ? "unknown" : `$${fmt(run.ledger.cost_usd, 4)}`;
+  const rows = [["accuracy (95% CI)", ci(run.accuracy)], ["pass@1 (mean over the final samples)", ci(run["pass@1"])],
+    ["calls / tokens / cost", `${run.ledger.calls ?? "–"} / ${run.ledger.tokens ?? "–"} / ${cost}`]];
   if (run.rounds) rows.push(["accuracy by round", run.rounds.accuracy.map(x => fmt(x, 2)).join(" ")],
                             ["oracle coverage by round", run.rounds.coverage.map(x => fmt(x, 2)).join(" ")]);
   if (run.ttrl && run.ttrl["pass@1_before"]) rows.push(["ttrl: pass@1 before → after", `${ci(run.ttrl["pass@1_before"])} → ${ci(run.ttrl["pass@1_after"])}`],

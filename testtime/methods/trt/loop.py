@@ -19,9 +19,10 @@ import asyncio
 import random
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict
 
 from testtime.core.answers import cluster_answers, equivalent
+from testtime.core.ledger import CallPurpose
 from testtime.core.options import flag
 from testtime.core.records import Candidate, Message, Problem
 from testtime.core.results import Lesson, ProblemResult, Rejection, RoundCandidate, RoundRecord, Strategy
@@ -76,14 +77,6 @@ class TRTState(BaseModel):
     refuted: dict[str, int] = {}  # math: answer → rollouts that refuted it so far
     examples: dict[str, Candidate] = {}  # math: answer → the latest rollout that concluded it
 
-    @model_validator(mode="before")
-    @classmethod
-    def _older_checkpoints(cls, data: Any) -> Any:
-        """Checkpoints written before refutations were weighed listed them as `rejected`."""
-        if isinstance(data, dict) and "rejected" in data:
-            data = {**{k: v for k, v in data.items() if k != "rejected"}, "refutations": data["rejected"]}
-        return data
-
 
 @METHODS.register("trt", help="test-time recursive thinking: --rounds T, --rollouts K, knowledge, strategies")
 class TRT(PerProblem):
@@ -108,7 +101,17 @@ class TRT(PerProblem):
     def planned_calls(self, domain: str, n: int | None) -> int | None:
         k = self.options.rollouts or (2 if domain == "code" else 4)
         reflect = self.options.knowledge or self.options.strategies
-        return int(self.options.strategies) + self.options.rounds * (k + (domain == "code") + reflect)
+        return int(self.options.strategies) + self.options.rounds * (k + len(self._selector_calls()) + reflect)
+
+    def call_kinds(self, domain: str) -> tuple[CallPurpose, ...]:
+        kinds: list[CallPurpose] = ["strategies"] if self.options.strategies else []
+        kinds.append("solve")
+        if self.options.knowledge or self.options.strategies:
+            kinds.append("reflect")
+        return (*kinds, *self._selector_calls())
+
+    def effective_n(self, n: int | None) -> int | None:
+        return None  # T rounds of K rollouts (the method's options say how many)
 
     def planned_rounds(self) -> int | None:
         return self.options.rounds
@@ -127,7 +130,7 @@ class TRT(PerProblem):
                 [completion] = await ctx.engine.sample(
                     [Message(role="user", content=prompts.STRATEGIES.format(k=k, problem=problem.statement))],
                     1,
-                    ctx.params_for(0, 0),
+                    ctx.params_for(0, 0, "strategies"),
                     problem_id=problem.id,
                     purpose="strategies",
                     step=0,
@@ -182,7 +185,9 @@ class TRT(PerProblem):
         else:
             previous = state.incumbent
             pool = ([previous] if previous else []) + shuffled  # elitist: last round's winner competes again
-            selection = await selector.select(problem, pool, ctx.selection(step=t, params=ctx.params_for(t, 999)))
+            selection = await selector.select(
+                problem, pool, ctx.selection(step=t, params=ctx.params_for(t, 999, "tests"))
+            )
             chosen = next((c for c in pool if c.index == selection.index), None)
             state.incumbent = chosen or previous
         reflection_parsed = None
@@ -308,7 +313,7 @@ class TRT(PerProblem):
         [completion] = await ctx.engine.sample(
             [Message(role="user", content=message)],
             1,
-            ctx.params_for(t, 1000),
+            ctx.params_for(t, 1000, "reflect"),
             problem_id=problem.id,
             purpose="reflect",
             step=t,

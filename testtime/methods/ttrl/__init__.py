@@ -22,12 +22,13 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from testtime.core.errors import UserError
+from testtime.core.ledger import CallPurpose
 from testtime.core.records import Candidate, Problem, SamplingParams
 from testtime.core.results import ProblemResult, TTRLEvaluation, TTRLRecord, TTRLVote, read_steps
 from testtime.core.rollout import RolloutEngine
 from testtime.methods import METHODS, Method, MethodContext, make_candidates
 from testtime.methods.ttrl.settings import TTRLSettings
-from testtime.methods.ttrl.trl_backend import require_trl, train_ttrl
+from testtime.methods.ttrl.trl_backend import TrainingJob, require_trl, train_ttrl
 from testtime.models import resolve_model
 from testtime.selectors import SelectionContext
 from testtime.selectors.execution import ExecutionSelector
@@ -50,6 +51,7 @@ class TTRL(Method):
         self.options = self.settings = TTRLSettings.from_options(options)
         self.given = set(options)
         self.selector = None
+        self.model_spec = ""  # the rollout temperature's default depends on it (*Math* models train at 1.0)
         require_trl()
 
     def prepare(self, domain: str, bench: str = "") -> None:
@@ -62,6 +64,28 @@ class TTRL(Method):
     def check_model(self, model_spec: str) -> None:
         if model_spec.partition(":")[0] not in LOCAL_PROVIDERS:
             raise UserError("ttrl updates weights: it needs --model hf:<folder|alias> or vllm:<folder>")
+        self.model_spec = model_spec
+
+    def effective_n(self, n: int | None) -> int | None:
+        return n or self.settings.eval_samples
+
+    def sampling(self, domain: str, base: SamplingParams) -> dict[str, SamplingParams]:
+        """Its own settings, not the run's flags: evaluation by the paper's protocol (k samples at the
+        evaluation temperature and top-p, and one greedy answer), rollouts at the training temperature."""
+        s = self.settings
+        sampled = SamplingParams(
+            temperature=s.eval_temperature, top_p=s.eval_top_p, max_tokens=s.max_response, seed=base.seed
+        )
+        greedy = SamplingParams(temperature=0.0, max_tokens=s.max_response, seed=base.seed)
+        rollout = SamplingParams(
+            temperature=s.train_temperature(self.model_spec), top_p=s.top_p, max_tokens=s.max_response, seed=base.seed
+        )
+        plan = {"eval_before": sampled, "ttrl_rollout": rollout, "eval_after": sampled}
+        if s.n_vote > s.n_train:
+            plan["ttrl_vote"] = rollout
+        if s.eval_greedy:
+            plan |= {"eval_before_greedy": greedy, "eval_after_greedy": greedy}
+        return plan | {kind: base for kind in self._selector_calls()}
 
     async def stream(self, problems: Sequence[Problem], ctx: MethodContext) -> AsyncIterator[ProblemResult]:
         self.check_model(ctx.engine.model_name)
@@ -73,26 +97,30 @@ class TTRL(Method):
         if not problems:
             return
         selector = self.selector_for(problems[0].domain)
-        before = await self._evaluate(problems, ctx, ctx.engine, "eval_before")
+        before = await self._evaluate(problems, ctx, ctx.engine, after=False)
         inputs = await self._write_inputs(problems, ctx, before)
         await model.aclose()  # free the base weights before the trainer loads its own copy
 
         def context(problem: Problem) -> SelectionContext:
             return SelectionContext(seed=ctx.seed, sandbox=ctx.sandbox, inputs=inputs.get(problem.id))
 
-        final = await asyncio.to_thread(
-            train_ttrl,
-            model.path,
-            problems,
-            ctx.prompt,
-            self.settings,
-            ctx.workdir,
-            ctx.engine.ledger,
-            ctx.engine.model_name,
-            selector,
-            context,
-            ctx.seed,
+        loop = asyncio.get_running_loop()
+        job = TrainingJob(
+            model_path=model.path,
+            problems=problems,
+            prompt=ctx.prompt,
+            settings=self.settings,
+            rollout=ctx.sampled("ttrl_rollout"),
+            workdir=ctx.workdir,
+            ledger=ctx.engine.ledger,
+            model_name=ctx.engine.model_name,
+            selector=selector,
+            context=context,
+            seed=ctx.seed,
+            # the trainer's thread hands each step's votes back to this loop, where the sandbox and engine live
+            run_async=lambda coroutine: asyncio.run_coroutine_threadsafe(coroutine, loop).result(),
         )
+        final = await asyncio.to_thread(train_ttrl, job)
         trained = resolve_model(f"{provider}:{final}", max_batch=ctx.engine.concurrency)
         engine = RolloutEngine(
             trained,
@@ -102,7 +130,7 @@ class TTRL(Method):
             concurrency=ctx.engine.concurrency,
         )
         try:
-            after = await self._evaluate(problems, ctx, engine, "eval_after")
+            after = await self._evaluate(problems, ctx, engine, after=True)
         finally:
             await trained.aclose()
         votes = _votes_by_problem(ctx.workdir / "ttrl" / "steps.jsonl")
@@ -144,21 +172,21 @@ class TTRL(Method):
         return dict(await asyncio.gather(*(one(p) for p in problems)))
 
     async def _evaluate(
-        self, problems: Sequence[Problem], ctx: MethodContext, engine: RolloutEngine, purpose: str
+        self, problems: Sequence[Problem], ctx: MethodContext, engine: RolloutEngine, after: bool
     ) -> dict[str, tuple[list[Candidate], Candidate | None]]:
         """The paper's protocol: k samples at the evaluation temperature, and one greedy answer."""
         s = self.settings
-        sampled = SamplingParams(
-            temperature=s.eval_temperature, top_p=s.eval_top_p, max_tokens=s.max_response, seed=ctx.seed
-        )
-        greedy = SamplingParams(temperature=0.0, max_tokens=s.max_response, seed=ctx.seed)
+        purpose: CallPurpose = "eval_after" if after else "eval_before"
+        greedy_purpose: CallPurpose = "eval_after_greedy" if after else "eval_before_greedy"
 
         async def one(problem: Problem) -> tuple[str, tuple[list[Candidate], Candidate | None]]:
             messages = ctx.prompt(problem)
-            samples = engine.sample(messages, ctx.n or s.eval_samples, sampled, problem_id=problem.id, purpose=purpose)
+            k = ctx.n or s.eval_samples
+            samples = engine.sample(messages, k, ctx.sampled(purpose), problem_id=problem.id, purpose=purpose)
             if not s.eval_greedy:
                 return problem.id, (make_candidates(problem, await samples), None)
-            top = engine.sample(messages, 1, greedy, problem_id=problem.id, purpose=f"{purpose}_greedy")
+            greedy = ctx.sampled(greedy_purpose)
+            top = engine.sample(messages, 1, greedy, problem_id=problem.id, purpose=greedy_purpose)
             done, best = await asyncio.gather(samples, top)
             return problem.id, (make_candidates(problem, done), make_candidates(problem, best)[0])
 

@@ -19,23 +19,23 @@ import random
 from dataclasses import dataclass
 
 from testtime.core.registry import Registry
-from testtime.methods.ttrl.vote import PromptVote
+from testtime.core.results import TTRLVote
 
 REWARDS: Registry[list[float]] = Registry("ttrl reward")
 
 
 @REWARDS.register("majority", help="TTRL: agreement with the selected class (the pseudo-label)")
-def majority_reward(*, vote: PromptVote, **_: object) -> list[float]:
+def majority_reward(*, vote: TTRLVote, **_: object) -> list[float]:
     return list(vote.rewards)
 
 
 @REWARDS.register("random", help="control: Bernoulli(p) per sample, independent of the answer")
-def random_reward(*, vote: PromptVote, rng: random.Random, p: float, **_: object) -> list[float]:
+def random_reward(*, vote: TTRLVote, rng: random.Random, p: float, **_: object) -> list[float]:
     return [1.0 if rng.random() < p else 0.0 for _ in vote.kept]
 
 
 @REWARDS.register("format", help="control: 1 for a well-formed answer (extracted; code that compiles)")
-def format_reward(*, vote: PromptVote, **_: object) -> list[float]:
+def format_reward(*, vote: TTRLVote, **_: object) -> list[float]:
     return [0.0 if i in vote.abstained else 1.0 for i in vote.kept]
 
 
@@ -58,10 +58,21 @@ class TrainedReward:
             return self.random_p
         return self.majority_sum / self.majority_count if self.majority_count else 0.5
 
-    def rewards(self, votes: list[PromptVote]) -> list[list[float]]:
+    def rewards(self, votes: list[TTRLVote]) -> list[list[float]]:
         """One step's rewards, prompt by prompt; the running mean first takes this step's majority rewards."""
         for vote in votes:
             self.majority_sum += sum(vote.rewards)
             self.majority_count += len(vote.rewards)
         p = self.p()
         return [self.function(vote=vote, rng=self.rng, p=p) for vote in votes]
+
+    def apply(self, votes: list[TTRLVote]) -> list[TTRLVote]:
+        """The votes as trained: a control's rewards replace the vote's, which stay beside as
+        `majority_rewards` (what TTRL would have given)."""
+        trained = self.rewards(votes)
+        if self.kind == "majority":
+            return votes
+        return [
+            v.model_copy(update={"rewards": tuple(r), "majority_rewards": v.rewards})
+            for v, r in zip(votes, trained, strict=True)
+        ]

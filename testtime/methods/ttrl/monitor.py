@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from statistics import mean
 from typing import Any
 
-from testtime.methods.ttrl.vote import PromptVote
+from testtime.core.results import TTRLVote
 
 
 @dataclass
@@ -26,19 +26,19 @@ class LabelHistory:
         return None if before == "<unseen>" else before != key
 
 
-def vote_stats(
-    votes: Sequence[PromptVote], flips: Sequence[bool | None], trained: Sequence[Sequence[float]] = ()
-) -> dict[str, float]:
-    """One rollout step's label-free vote metrics (TTRL's names where they exist)."""
-    revisits = [f for f in flips if f is not None]
-    trained_rewards = [r for rewards in trained for r in rewards]
+def vote_stats(votes: Sequence[TTRLVote]) -> dict[str, float]:
+    """One rollout step's label-free vote metrics (TTRL's names where they exist), from the votes as trained:
+    `pseudo_reward` is the vote's reward, `train_reward` what was trained on (they differ under a control)."""
+    revisits = [v.flipped for v in votes if v.flipped is not None]
+    pseudo = [r for v in votes for r in (v.rewards if v.majority_rewards is None else v.majority_rewards)]
+    trained_rewards = [r for v in votes for r in v.rewards]
     return {
         "majority_ratio": mean(v.majority_ratio for v in votes),
         "vote_margin": mean(v.margin for v in votes),
         "no_answer_rate": mean(v.no_answer_rate for v in votes),
         "skipped_prompts": float(sum(v.skipped is not None for v in votes)),
         "tie_rate": mean(v.tie for v in votes),
-        "pseudo_reward": mean(r for v in votes for r in v.rewards) if any(v.rewards for v in votes) else 0.0,
+        "pseudo_reward": mean(pseudo) if pseudo else 0.0,
         "train_reward": mean(trained_rewards) if trained_rewards else 0.0,
         "distinct_classes": mean(v.classes for v in votes),  # code: distinct behaviours
     } | ({"label_flip_rate": mean(revisits)} if revisits else {})  # only once prompts are revisited

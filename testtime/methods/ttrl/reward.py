@@ -1,58 +1,72 @@
-"""TTRL's reward function for TRL's GRPOTrainer, and the per-step log it feeds.
+"""TTRL's reward function for TRL's GRPOTrainer, and the channel that carries its votes to the step log.
 
 TRL calls a reward function once per generation batch with every completion of this process, each prompt's
 `num_generations` completions consecutive (reference ttrl.md §13), so the reward step (`vote.py`) runs
-there on groups of N_train. When N_vote > N_train the reward function samples the missing votes from the
-current policy, so the class is selected among N_vote samples while GRPO trains on N_train, as in TTRL.
-Every rollout and extra vote is one `model_call` line in the ledger, and the reward's sandbox time (code)
-one `sandbox` line.
+there on groups of N_train. When N_vote > N_train the missing votes come with the rollouts (`extra_votes`)
+or are sampled from the current policy, so the class is selected among N_vote samples while GRPO trains on
+N_train, as in TTRL. Every rollout and extra vote is one `model_call` line in the ledger, and the reward's
+sandbox time (code) one `sandbox` line. The votes, as trained, go into a `StepBuffer` that the trainer's
+callback empties into `steps.jsonl` at the next optimiser step: the one place the two meet.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from testtime.core.jsonl import repair_tail
-from testtime.core.ledger import Ledger, LedgerEntry
+from testtime.core.ledger import CallPurpose, Ledger, LedgerEntry
 from testtime.core.records import Message, Problem
 from testtime.core.results import TTRLStep, TTRLVote, read_steps
 from testtime.methods.ttrl.controls import TrainedReward
 from testtime.methods.ttrl.monitor import LabelHistory, vote_stats
 from testtime.methods.ttrl.settings import TTRLSettings
-from testtime.methods.ttrl.vote import PromptVote, VotePolicy, keep, vote
+from testtime.methods.ttrl.vote import keep, vote
 from testtime.selectors import SelectionContext, Selector
+
+T = TypeVar("T")
+RunAsync = Callable[[Awaitable[T]], T]  # how a synchronous caller runs a coroutine (the run's loop, or its own)
 
 
 @dataclass
-class StepLog:
-    """What the reward function saw since the last log line, and where both go."""
+class StepBuffer:
+    """Votes of the last generation batch (as trained), their label-free statistics and the rollout tokens,
+    from the reward function to the callback that writes the next step line."""
 
-    path: Path
-    ledger: Ledger
-    model_name: str
-    history: LabelHistory = field(default_factory=LabelHistory)
-    pending: list[TTRLVote] = field(default_factory=list)
+    votes: list[TTRLVote] = field(default_factory=list)
     stats: dict[str, float] = field(default_factory=dict)
     rollout_tokens: int = 0
 
-    def resume(self) -> int:
-        """Reload label history from an earlier process; returns the last optimiser step written."""
-        repair_tail(self.path)
-        last = 0
-        for record in read_steps(self.path):
-            last = max(last, record.step)
-            for vote_record in record.votes:
-                self.history.last[vote_record.problem_id] = vote_record.label_key
-        return last
+    def put(self, votes: list[TTRLVote], tokens: int) -> None:
+        self.votes += votes
+        self.stats = vote_stats(votes)
+        self.rollout_tokens += tokens
 
-    def write(self, record: TTRLStep) -> None:
-        with self.path.open("a", encoding="utf-8") as f:
-            f.write(record.model_dump_json(exclude_none=True) + "\n")
+    def take(self) -> tuple[list[TTRLVote], dict[str, float], int]:
+        """The pending votes (once: the next step gets none), the latest statistics, the tokens since."""
+        votes, tokens = self.votes, self.rollout_tokens
+        self.votes, self.rollout_tokens = [], 0
+        return votes, self.stats, tokens
+
+
+def resume_steps(path: Path, history: LabelHistory) -> int:
+    """Reload label history from an earlier process's steps.jsonl; returns the last optimiser step written."""
+    repair_tail(path)
+    last = 0
+    for record in read_steps(path):
+        last = max(last, record.step)
+        for vote_record in record.votes:
+            history.last[vote_record.problem_id] = vote_record.label_key
+    return last
+
+
+def append_step(path: Path, record: TTRLStep) -> None:
+    with path.open("a", encoding="utf-8") as f:
+        f.write(record.model_dump_json(exclude_none=True) + "\n")
 
 
 class VoteReward:
@@ -63,23 +77,26 @@ class VoteReward:
     def __init__(
         self,
         settings: TTRLSettings,
-        log: StepLog,
         problems: Mapping[str, Problem],
         selector: Selector,
         context: Callable[[Problem], SelectionContext],
+        *,
+        ledger: Ledger,
+        model_name: str,
+        buffer: StepBuffer | None = None,
+        history: LabelHistory | None = None,
         seed: int = 0,
+        run_async: RunAsync[Any] = asyncio.run,
     ) -> None:
         self.settings = settings
-        self.policy = VotePolicy(
-            n_train=settings.n_train,
-            downsample=settings.downsample,
-            min_majority_ratio=settings.min_majority_ratio,
-            require_public=settings.require_public,
-        )
-        self.log = log
+        self.policy = settings.vote_policy()
         self.problems, self.selector, self.context = problems, selector, context
+        self.ledger, self.model_name = ledger, model_name
+        self.buffer = buffer or StepBuffer()
+        self.history = history or LabelHistory()
         self.rng = random.Random(seed)
         self.trained = TrainedReward(settings.reward, settings.random_p, seed)
+        self.run_async = run_async
         # Set by the trainer when N_vote > N_train: k more (text, tokens) samples per prompt from the policy.
         self.extra_votes: Callable[[list[Any], int], list[list[tuple[str, int]]]] | None = None
         self.count_prompt_tokens: Callable[[list[dict[str, str]]], int] = lambda _: 0
@@ -102,11 +119,10 @@ class VoteReward:
             if len(set(problem_id[start : start + group])) != 1:
                 raise RuntimeError("a TRL generation group mixes prompts; the vote needs whole groups")
         extra_needed = self.settings.n_vote - group
-        group_prompts = [prompts[start] for start in starts]
         if extra_votes is not None:  # drawn with the rollouts (shared_rollouts), one list per row
             extras = [extra_votes[start] for start in starts]
         elif extra_needed and self.extra_votes:
-            extras = self.extra_votes(group_prompts, extra_needed)
+            extras = self.extra_votes([prompts[start] for start in starts], extra_needed)
         else:
             extras = [[] for _ in starts]
         step = int(getattr(trainer_state, "global_step", 0)) + 1
@@ -116,39 +132,19 @@ class VoteReward:
             _arrange([_text(c) for c in completions[start : start + group]], [t for t, _ in extras[g]], kept[g])
             for g, start in enumerate(starts)
         ]
-        votes = asyncio.run(self._votes([problem_id[start] for start in starts], texts, kept))
-        trained = self.trained.rewards(votes)  # the vote's own rewards, or a control's
-        rewards: list[float] = []
-        flips: list[bool | None] = []
+        votes = self.run_async(self._votes([problem_id[start] for start in starts], texts, kept))
+        votes = [v.model_copy(update={"flipped": self.history.flipped(v.problem_id, v.label_key)}) for v in votes]
+        votes = self.trained.apply(votes)  # the vote's own rewards, or a control's
+        tokens = 0
         for g, (start, prompt_vote) in enumerate(zip(starts, votes, strict=True)):
-            pid = problem_id[start]
-            flips.append(self.log.history.flipped(pid, prompt_vote.label_key))
-            rewards.extend(trained[g])
-            control = self.settings.reward != "majority"
-            self.log.pending.append(
-                TTRLVote(
-                    problem_id=pid,
-                    label=prompt_vote.label,
-                    label_key=prompt_vote.label_key,
-                    majority_ratio=prompt_vote.majority_ratio,
-                    margin=prompt_vote.margin,
-                    tie=prompt_vote.tie,
-                    skipped=prompt_vote.skipped,
-                    answers=tuple(prompt_vote.answers[i] for i in prompt_vote.kept),
-                    rewards=tuple(trained[g]),
-                    majority_rewards=tuple(prompt_vote.rewards) if control else None,
-                    flipped=flips[-1],
-                    classes=prompt_vote.classes,
-                    no_answer_rate=prompt_vote.no_answer_rate,
-                )
-            )
+            pid = prompt_vote.problem_id
             prompt_tokens = self.count_prompt_tokens(_messages(prompts[start]))
             for i, ids in enumerate(completion_ids[start : start + group]):
-                self._ledger_rollout(pid, i, step, prompt_tokens, len(ids), "ttrl_rollout")
-            for i, (_, tokens) in enumerate(extras[g]):
-                self._ledger_rollout(pid, group + i, step, prompt_tokens, tokens, "ttrl_vote")
+                tokens += self._ledger_rollout(pid, i, step, prompt_tokens, len(ids), "ttrl_rollout")
+            for i, (_, count) in enumerate(extras[g]):
+                tokens += self._ledger_rollout(pid, group + i, step, prompt_tokens, count, "ttrl_vote")
             if prompt_vote.sandbox_seconds:
-                self.log.ledger.record(
+                self.ledger.record(
                     LedgerEntry(
                         kind="sandbox",
                         problem_id=pid,
@@ -157,10 +153,10 @@ class VoteReward:
                         step=step,
                     )
                 )
-        self.log.stats = vote_stats(votes, flips, trained)
-        return rewards
+        self.buffer.put(votes, tokens)
+        return [r for v in votes for r in v.rewards]
 
-    async def _votes(self, problem_ids: list[str], texts: list[list[str]], kept: list[list[int]]) -> list[PromptVote]:
+    async def _votes(self, problem_ids: list[str], texts: list[list[str]], kept: list[list[int]]) -> list[TTRLVote]:
         return list(
             await asyncio.gather(
                 *(
@@ -170,11 +166,12 @@ class VoteReward:
             )
         )
 
-    def _ledger_rollout(self, pid: str, index: int, step: int, prompt_tokens: int, tokens: int, purpose: str) -> None:
-        self.log.rollout_tokens += prompt_tokens + tokens
-        self.log.ledger.record(
+    def _ledger_rollout(
+        self, pid: str, index: int, step: int, prompt_tokens: int, tokens: int, purpose: CallPurpose
+    ) -> int:
+        self.ledger.record(
             LedgerEntry(
-                model=self.log.model_name,
+                model=self.model_name,
                 problem_id=pid,
                 purpose=purpose,
                 sample_index=index,
@@ -185,6 +182,7 @@ class VoteReward:
                 cost_usd=0.0,
             )
         )
+        return prompt_tokens + tokens
 
 
 def _arrange(trained: list[str], extras: list[str], kept: list[int]) -> list[str]:

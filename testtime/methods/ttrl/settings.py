@@ -20,6 +20,7 @@ from pydantic import Field, field_validator, model_validator
 from testtime.core.errors import UserError
 from testtime.core.options import flag
 from testtime.methods import SelectorChoice
+from testtime.methods.ttrl.vote import VotePolicy
 
 PRESETS: dict[str, dict[str, Any]] = {
     "paper": {},
@@ -136,6 +137,15 @@ class TTRLSettings(SelectorChoice):
             return self
         schedule = {k: v for k, v in PAPER_SCHEDULES.get(bench, {}).items() if k not in given}
         return self.model_validate({**self.model_dump(), **schedule}) if schedule else self
+
+    def vote_policy(self) -> VotePolicy:
+        """How the reward step votes and keeps samples (TRL and verl read it from these same settings)."""
+        return VotePolicy(
+            n_train=self.n_train,
+            downsample=self.downsample,
+            min_majority_ratio=self.min_majority_ratio,
+            require_public=self.require_public,
+        )
 
     def train_temperature(self, model_name: str) -> float:
         if self.temperature is not None:

@@ -14,19 +14,21 @@ Every optimiser step is a `train_step` ledger line with its tokens, wall time an
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from testtime.core.errors import UserError
 from testtime.core.extras import require
 from testtime.core.ledger import Ledger, LedgerEntry
-from testtime.core.records import Problem
+from testtime.core.records import Message, Problem, SamplingParams
 from testtime.core.results import TTRLStep
-from testtime.methods.ttrl.monitor import CollapseAlarm
-from testtime.methods.ttrl.reward import StepLog, VoteReward, as_chat
+from testtime.methods.ttrl.monitor import CollapseAlarm, LabelHistory
+from testtime.methods.ttrl.reward import RunAsync, StepBuffer, VoteReward, append_step, as_chat, resume_steps
 from testtime.methods.ttrl.rollouts import prompt_ids, sample_extra, shared_rollouts
 from testtime.methods.ttrl.settings import TTRLSettings
 from testtime.methods.ttrl.shared_prompt import shared_prompt_trainer
@@ -57,10 +59,33 @@ def _last_checkpoint(folder: Path) -> Path | None:
     return max(found, key=lambda p: int(p.name.split("-")[-1]), default=None)
 
 
-def make_callback(settings: TTRLSettings, log: StepLog, parameters: int, started_step: int) -> Any:
+@dataclass
+class TrainingJob:
+    """Everything one TTRL training needs, handed to `train_ttrl` in one piece."""
+
+    model_path: str  # the weights to start from
+    problems: Sequence[Problem]
+    prompt: Callable[[Problem], list[Message]]
+    settings: TTRLSettings
+    rollout: SamplingParams  # what the rollouts sample with (the manifest's `ttrl_rollout` entry)
+    workdir: Path  # the run directory: ttrl/ goes under it
+    ledger: Ledger
+    model_name: str
+    selector: Selector
+    context: Callable[[Problem], SelectionContext]
+    seed: int = 0
+    run_async: RunAsync[Any] = asyncio.run  # the reward's votes: on the run's event loop where there is one
+
+    @property
+    def root(self) -> Path:
+        return self.workdir / "ttrl"
+
+
+def make_callback(job: TrainingJob, buffer: StepBuffer, parameters: int, started_step: int) -> Any:
     from transformers import TrainerCallback
 
     alarm = CollapseAlarm()
+    settings, steps_path, trained_model = job.settings, job.root / "steps.jsonl", f"{job.model_name}+ttrl"
 
     class TTRLCallback(TrainerCallback):
         """Per optimiser step: one steps.jsonl line, one ledger line, and the collapse check."""
@@ -78,22 +103,21 @@ def make_callback(settings: TTRLSettings, log: StepLog, parameters: int, started
             trained = 0
             if total is not None:
                 trained, self.seen_tokens = int(total - (self.seen_tokens or 0)), total
+            votes, stats, rollout_tokens = buffer.take()
             record: dict[str, Any] = {"step": state.global_step, "seconds": now - self.clock}
             record.update({short: logs[key] for key, short in TRL_METRICS.items() if key in logs})
-            record.update(log.stats)
-            if log.pending:
-                record["votes"] = [v.model_copy(update={"step": state.global_step}) for v in log.pending]
-                log.pending = []
+            record.update(stats)
+            if votes:
+                record["votes"] = [v.model_copy(update={"step": state.global_step}) for v in votes]
             # FLOPs: forward+backward on trained tokens (6N), plus forward passes for rollouts (2N) and, with
             # a KL term, the reference model (2N). An estimate, stated as one, of a row-by-row forward: the
             # shared prompt pass (shared_prompt.py) does less, so it errs against TTRL.
-            flops = 6 * parameters * trained + 2 * parameters * log.rollout_tokens
+            flops = 6 * parameters * trained + 2 * parameters * rollout_tokens
             flops += 2 * parameters * trained if settings.beta > 0 else 0
-            log.rollout_tokens = 0
-            log.ledger.record(
+            job.ledger.record(
                 LedgerEntry(
                     kind="train_step",
-                    model=log.model_name,
+                    model=trained_model,
                     purpose="ttrl_update",
                     step=state.global_step,
                     seconds=record["seconds"],
@@ -106,32 +130,21 @@ def make_callback(settings: TTRLSettings, log: StepLog, parameters: int, started
                 if reason:
                     record["collapse_alarm"] = reason
                     control.should_training_stop = settings.collapse == "stop"
-            log.write(TTRLStep.model_validate(record))
+            append_step(steps_path, TTRLStep.model_validate(record))
             self.clock = now
 
     return TTRLCallback()
 
 
-def train_ttrl(
-    model_path: str,
-    problems: Sequence[Problem],
-    prompt: Any,
-    settings: TTRLSettings,
-    workdir: Path,
-    ledger: Ledger,
-    model_name: str,
-    selector: Selector,
-    context: Callable[[Problem], SelectionContext],
-    seed: int = 0,
-) -> Path:
+def train_ttrl(job: TrainingJob) -> Path:
     """Train with the selection reward until the configured steps (or a collapse stop); returns `ttrl/final`."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TENSORBOARD_LOGGING_DIR", str(workdir / "ttrl" / "tensorboard"))  # in the run directory
+    os.environ.setdefault("TENSORBOARD_LOGGING_DIR", str(job.root / "tensorboard"))  # in the run directory
     import torch
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    root = workdir / "ttrl"
+    settings, problems, root = job.settings, job.problems, job.root
     final = root / "final"
     if (final / "config.json").is_file():
         return final
@@ -139,8 +152,8 @@ def train_ttrl(
         raise UserError(f"ttrl: {len(problems)} problems is fewer than prompts_per_step={settings.prompts_per_step}")
     checkpoints = root / "checkpoints"
     checkpoints.mkdir(parents=True, exist_ok=True)
-    log = StepLog(root / "steps.jsonl", ledger, f"{model_name}+ttrl")
-    started_step = log.resume()
+    history = LabelHistory()
+    started_step = resume_steps(root / "steps.jsonl", history)
     updates_per_rollout = settings.prompts_per_step // settings.mini_batch_prompts
     gpu = torch.cuda.is_available()
     config = GRPOConfig(
@@ -150,9 +163,9 @@ def train_ttrl(
         gradient_accumulation_steps=1,
         steps_per_generation=updates_per_rollout,
         num_generations=settings.n_train,
-        max_completion_length=settings.max_response,
-        temperature=settings.train_temperature(model_name),
-        top_p=settings.top_p,
+        max_completion_length=job.rollout.max_tokens,
+        temperature=job.rollout.temperature,
+        top_p=job.rollout.top_p,
         learning_rate=settings.lr,
         lr_scheduler_type=settings.lr_scheduler,
         warmup_steps=settings.warmup_ratio,  # a float below 1 is a ratio of all steps
@@ -169,11 +182,23 @@ def train_ttrl(
         save_steps=settings.save_steps,
         save_total_limit=1,  # resume needs only the last; each holds weights and AdamW state (1.6 GB at 135M)
         report_to=[t.strip() for t in settings.report_to.split(",") if t.strip()],
-        seed=seed,
+        seed=job.seed,
         disable_tqdm=False,
     )
-    dataset = Dataset.from_list([{"prompt": as_chat(prompt(p)), "problem_id": p.id} for p in problems])
-    reward = VoteReward(settings, log, {p.id: p for p in problems}, selector, context, seed)
+    dataset = Dataset.from_list([{"prompt": as_chat(job.prompt(p)), "problem_id": p.id} for p in problems])
+    buffer = StepBuffer()
+    reward = VoteReward(
+        settings,
+        {p.id: p for p in problems},
+        job.selector,
+        job.context,
+        ledger=job.ledger,
+        model_name=f"{job.model_name}+ttrl",
+        buffer=buffer,
+        history=history,
+        seed=job.seed,
+        run_async=job.run_async,
+    )
     peft_config = None
     if settings.lora:
         from peft import LoraConfig
@@ -189,7 +214,7 @@ def train_ttrl(
             return shared_rollouts(prompts, trainer, n_train=settings.n_train, n_vote=settings.n_vote)
 
     trainer = shared_prompt_trainer(GRPOTrainer)(
-        model=model_path,
+        model=job.model_path,
         reward_funcs=reward,
         args=config,
         train_dataset=dataset,
@@ -201,7 +226,7 @@ def train_ttrl(
     if settings.use_vllm and settings.n_vote > settings.n_train:
         reward.extra_votes = lambda prompts, k: sample_extra(trainer, prompts, k)
     parameters = sum(p.numel() for p in trainer.model.parameters())
-    trainer.add_callback(make_callback(settings, log, parameters, started_step))
+    trainer.add_callback(make_callback(job, buffer, parameters, started_step))
     trainer.train(resume_from_checkpoint=str(_last_checkpoint(checkpoints) or "") or None)
     staging = root / "final.tmp"
     trainer.save_model(str(staging))

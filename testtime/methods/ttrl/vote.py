@@ -8,7 +8,7 @@ call `vote`; the selector is the one the other methods use (the selection core),
   sandbox. Reward 1 for a kept sample in the selected class that also passes the public examples
   (`require_public`, default on), else 0.
 
-Edge cases are explicit and recorded in the returned `PromptVote`:
+Edge cases are explicit and recorded in the returned `TTRLVote` (the record `steps.jsonl` holds):
 - a sample with no answer (no code, code that does not compile) abstains: it never joins a class, gets
   reward 0, and stays in the ratio's denominator;
 - a prompt where every sample abstains is skipped (all rewards 0: no gradient);
@@ -22,10 +22,11 @@ from __future__ import annotations
 import hashlib
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from testtime.core.answers import answer_key
 from testtime.core.records import Completion, Problem
+from testtime.core.results import TTRLVote
 from testtime.core.selection import ExecutionEvidence, Selection
 from testtime.methods import make_candidates
 from testtime.selectors import SelectionContext, Selector
@@ -49,23 +50,6 @@ class VotePolicy:
             raise ValueError("n_train must be at least 1")
 
 
-@dataclass(frozen=True)
-class PromptVote:
-    label: str | None  # a raw member of the selected class (an answer, or a program)
-    label_key: str | None  # its canonical key (code: of its behaviour), for flip tracking and logs
-    majority_ratio: float  # selected class size / N_vote, abstains included
-    margin: float
-    no_answer_rate: float
-    tie: bool
-    skipped: str | None  # "all_abstain" | "below_min_ratio" | None
-    classes: int = 0  # distinct classes among the votes
-    kept: list[int] = field(default_factory=list)  # indices into the voted samples, in training order
-    rewards: list[float] = field(default_factory=list)  # one per kept sample
-    answers: list[str | None] = field(default_factory=list)  # every voted sample's answer or program
-    abstained: frozenset[int] = frozenset()  # samples that joined no class (no answer; code that does not compile)
-    sandbox_seconds: float = 0.0
-
-
 def keep(n_votes: int, policy: VotePolicy, rng: random.Random) -> list[int]:
     n_train = min(policy.n_train or n_votes, n_votes)
     return list(range(n_train)) if policy.downsample == "first" else sorted(rng.sample(range(n_votes), n_train))
@@ -79,7 +63,7 @@ async def vote(
     policy: VotePolicy,
     rng: random.Random | None = None,
     kept: list[int] | None = None,
-) -> PromptVote:
+) -> TTRLVote:
     """Select over all `texts` (one per sample) and reward the kept ones (drawn here unless the caller drew
     them, knowing which samples it trains) by agreement with the selection."""
     if not texts:
@@ -94,7 +78,7 @@ async def vote(
 
 def reward_from(
     selection: Selection, problem: Problem, kept: list[int], policy: VotePolicy, answers: list[str | None]
-) -> PromptVote:
+) -> TTRLVote:
     abstained = frozenset(i for i in range(len(answers)) if selection.class_of(i) is None)
     skipped = None
     if selection.cluster is None:
@@ -107,18 +91,20 @@ def reward_from(
             return False
         return problem.domain != "code" or not policy.require_public or passes_public(selection, i)
 
-    return PromptVote(
+    return TTRLVote(
+        problem_id=problem.id,
         label=selection.answer,
         label_key=label_key(selection, problem),
         majority_ratio=selection.majority_ratio,
         margin=selection.margin,
-        no_answer_rate=len(abstained) / len(answers),
         tie=selection.tie,
         skipped=skipped,
+        kept=tuple(kept),
+        answers=tuple(answers[i] for i in kept),
+        rewards=tuple(1.0 if earns(i) else 0.0 for i in kept),
         classes=len({s.cluster for s in selection.scores if s.cluster is not None}),
-        kept=kept,
-        rewards=[1.0 if earns(i) else 0.0 for i in kept],
-        answers=answers,
+        no_answer_rate=len(abstained) / len(answers),
+        votes=tuple(answers),
         abstained=abstained,
         sandbox_seconds=selection.sandbox_seconds,
     )

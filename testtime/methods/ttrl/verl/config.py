@@ -30,6 +30,14 @@ PAPER_8XA100 = {
 PRESETS = {"paper-8xa100": PAPER_8XA100}
 
 
+def write_settings(settings: TTRLSettings, path: Path) -> Path:
+    """The typed settings the trainer's vote reads back (`+ttrl.settings_file`): selector and its options,
+    vote policy and reward, exactly as `testtime run --method ttrl` would use them."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(settings.model_dump_json(indent=2) + "\n")
+    return path
+
+
 def ttrl_overrides(
     settings: TTRLSettings,
     *,
@@ -37,6 +45,7 @@ def ttrl_overrides(
     train_file: Path,
     val_file: Path,
     output_dir: Path,
+    settings_file: Path,
     model_name: str = "",
     preset: str = "paper-8xa100",
     max_prompt_length: int = 1024,
@@ -75,13 +84,8 @@ def ttrl_overrides(
         "trainer.default_local_dir": str(output_dir),
         "trainer.logger": "[console]",
         "trainer.project_name": "testtime-ttrl",
-        # read by trainer.TTRLRayPPOTrainer: the reward's selector and policy
-        "+ttrl.selector": settings.selector,
-        "+ttrl.tie_policy": settings.selector_options.get("tie_policy", "earliest"),
-        "+ttrl.min_majority_ratio": settings.min_majority_ratio,
-        "+ttrl.require_public": settings.require_public,
-        "+ttrl.reward": settings.reward,
-        "+ttrl.random_p": settings.random_p,
+        # read by trainer.TTRLRayPPOTrainer: the reward's selector, vote policy and reward, all of TTRLSettings
+        "+ttrl.settings_file": str(settings_file),
         **PRESETS[preset],
         **(extra or {}),
     }

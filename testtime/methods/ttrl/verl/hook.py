@@ -17,8 +17,9 @@ from statistics import mean
 from typing import Any
 
 from testtime.core.records import Problem
+from testtime.core.results import TTRLVote
 from testtime.methods.ttrl.controls import TrainedReward
-from testtime.methods.ttrl.vote import PromptVote, VotePolicy, vote
+from testtime.methods.ttrl.vote import VotePolicy, vote
 from testtime.selectors import SelectionContext, Selector
 
 EXTRA_KEYS = ("ttrl_label", "ttrl_majority_ratio", "ttrl_pred")
@@ -50,7 +51,7 @@ def apply_ttrl_vote(
         groups.setdefault(str(uid), []).append(i)
     rng = rng or random.Random(0)
 
-    async def all_votes() -> list[PromptVote]:
+    async def all_votes() -> list[TTRLVote]:
         return list(
             await asyncio.gather(
                 *(
@@ -60,20 +61,20 @@ def apply_ttrl_vote(
             )
         )
 
-    votes = asyncio.run(all_votes())
-    rewards = trained.rewards(votes) if trained is not None else [v.rewards for v in votes]
+    votes = asyncio.run(all_votes())  # verl calls from its own thread, with no event loop of ours
+    votes = trained.apply(votes) if trained is not None else votes
     scores = torch.zeros_like(responses, dtype=torch.float32)
     labels: list[str] = [""] * len(responses)
     ratios = [0.0] * len(responses)
     predictions = [""] * len(responses)
-    for members, prompt_vote, prompt_rewards in zip(groups.values(), votes, rewards, strict=True):
-        for slot, reward in zip(prompt_vote.kept, prompt_rewards, strict=True):
+    for members, prompt_vote in zip(groups.values(), votes, strict=True):
+        for slot, reward in zip(prompt_vote.kept, prompt_vote.rewards, strict=True):
             i = members[slot]
             if lengths[i] > 0:
                 scores[i, lengths[i] - 1] = reward
         for slot, i in enumerate(members):
             labels[i], ratios[i] = prompt_vote.label or "", prompt_vote.majority_ratio
-            predictions[i] = prompt_vote.answers[slot] or ""
+            predictions[i] = prompt_vote.votes[slot] or ""
     data.batch["rm_scores"] = scores
     data.non_tensor_batch["ttrl_label"] = np.array(labels, dtype=object)
     data.non_tensor_batch["ttrl_majority_ratio"] = np.array(ratios, dtype=np.float32)

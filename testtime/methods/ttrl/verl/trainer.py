@@ -1,6 +1,6 @@
 """verl's PPO trainer with the TTRL vote at the group barrier, and the entry point that launches it.
 
-`python -m testtime.methods.ttrl.verl.trainer OVERRIDES...` (with the `+ttrl.*` vote policy among them) is
+`python -m testtime.methods.ttrl.verl.trainer OVERRIDES...` (with `+ttrl.settings_file`, the typed TTRL settings) is
 what `testtime ttrl verl launch` runs. verl's `main_ppo` builds its trainer inside a Ray actor, so the swap to
 `TTRLRayPPOTrainer` happens in that actor (`TTRLTaskRunner.run`), through the TaskRunner parameter verl offers
 to recipes. Needs GPUs and verl's full stack; on CPU only the hook and the configuration are tested.
@@ -9,6 +9,7 @@ to recipes. Needs GPUs and verl's full stack; on CPU only the hook and the confi
 from __future__ import annotations
 
 import random
+from pathlib import Path
 from typing import Any
 
 from verl.trainer import main_ppo
@@ -16,25 +17,22 @@ from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 
 from testtime.core.records import Problem
 from testtime.methods.ttrl.controls import TrainedReward
+from testtime.methods.ttrl.settings import TTRLSettings
 from testtime.methods.ttrl.verl.hook import apply_ttrl_vote
-from testtime.methods.ttrl.vote import VotePolicy
 from testtime.sandbox.choose import open_sandbox
 from testtime.selectors import DEFAULTS, SelectionContext, Selector, build_selector
 
 
-def policy_from_config(config: Any) -> VotePolicy:
-    """The vote policy from the `ttrl` block that `config.ttrl_overrides` adds to verl's config."""
-    ttrl = config.get("ttrl") or {}
-    return VotePolicy(
-        min_majority_ratio=float(ttrl.get("min_majority_ratio", 0.0)),
-        require_public=bool(ttrl.get("require_public", True)),
-    )
+def settings_from_config(config: Any) -> TTRLSettings:
+    """The run's typed TTRL settings, from the file `config.ttrl_overrides` names (`+ttrl.settings_file`)."""
+    path = (config.get("ttrl") or {}).get("settings_file")
+    if not path:
+        raise ValueError("the verl config names no TTRL settings (+ttrl.settings_file=PATH, as testtime writes it)")
+    return TTRLSettings.model_validate_json(Path(path).read_text())
 
 
-def selector_from_config(config: Any, domain: str) -> Selector:
-    ttrl = config.get("ttrl") or {}
-    name = ttrl.get("selector") or DEFAULTS[domain]
-    return build_selector(name, {"tie_policy": ttrl.get("tie_policy", "earliest")} if name == "majority" else {})
+def selector_for(settings: TTRLSettings, domain: str) -> Selector:
+    return build_selector(settings.selector or DEFAULTS[domain], settings.selector_options)
 
 
 def problems_of(batch: Any) -> list[Problem]:
@@ -58,10 +56,9 @@ class TTRLRayPPOTrainer(RayPPOTrainer):
     def install_vote_hook(self) -> None:
         manager = self.async_rollout_manager
         generate = manager.generate_sequences
-        policy, rng = policy_from_config(self.config), random.Random(0)
-        ttrl = self.config.get("ttrl") or {}
-        random_p = ttrl.get("random_p")
-        trained = TrainedReward(str(ttrl.get("reward", "majority")), None if random_p is None else float(random_p))
+        settings = settings_from_config(self.config)
+        policy, rng = settings.vote_policy(), random.Random(0)
+        trained = TrainedReward(settings.reward, settings.random_p)
         selectors: dict[str, Selector] = {}
         sandboxes: list[Any] = []
 
@@ -77,7 +74,7 @@ class TTRLRayPPOTrainer(RayPPOTrainer):
             # Input rows are interleave-repeated per prompt and the output keeps their order.
             problems = problems_of(batch)
             domain = problems[0].domain if problems else "math"
-            selector = selectors.setdefault(domain, selector_from_config(self.config, domain))
+            selector = selectors.setdefault(domain, selector_for(settings, domain))
             uids = list(batch.non_tensor_batch["uid"])
             metrics = apply_ttrl_vote(output, uids, problems, self.tokenizer, policy, selector, context, rng, trained)
             output.meta_info.setdefault("metrics", {}).update(metrics)

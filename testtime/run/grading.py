@@ -6,22 +6,19 @@ from pathlib import Path
 from typing import Any
 
 from testtime.benchmarks.base import Benchmark, read_jsonl
-from testtime.benchmarks.scoring import score, summarize
 from testtime.core.errors import UserError
+from testtime.core.ledger import LedgerTotals
 from testtime.core.results import ProblemResult, ResultRecord
-from testtime.experiments.config import RunConfig, parse_options
-from testtime.experiments.run import build_benchmark
+from testtime.evaluation.scoring import score, summarize
+from testtime.run.build import build_benchmark
+from testtime.run.settings import RunSettings
 
 
-def grade_predictions(bench: str, predictions: Path, data_dir: str | None, bench_opt: list[str]) -> dict[str, Any]:
-    config = RunConfig(
-        method="single",
-        bench=bench,
-        model="none:",
-        data_dir=data_dir,
-        bench_options=parse_options(bench_opt, "--bench-opt"),
-    )
-    benchmark = build_benchmark(config)
+def grade_predictions(
+    bench: str, predictions: Path, data_dir: str | None, bench_options: dict[str, Any]
+) -> dict[str, Any]:
+    settings = RunSettings(method="single", bench=bench, model="none:", data_dir=data_dir, bench_options=bench_options)
+    benchmark = build_benchmark(settings)
     try:
         return _grade(benchmark, bench, predictions)
     finally:
@@ -45,14 +42,13 @@ def _grade(benchmark: Benchmark, bench: str, predictions: Path) -> dict[str, Any
             prediction = str(prediction)
         result = ProblemResult(problem_id=pid, prediction=prediction)
         records.append(ResultRecord.of(result, score(benchmark, result, references[pid])))
-    summary = summarize(records, {})
-    if benchmark.domain == "code":
-        summary["grader"] = benchmark.describe().get("grader", "lenient")
+    grader = benchmark.describe().get("grader", "lenient") if benchmark.domain == "code" else None
+    summary = summarize(records, LedgerTotals(), bench=bench, grader=grader)
     return {
         "bench": bench,
         "n": len(records),
-        "accuracy": summary["accuracy"]["mean"],
-        "summary": summary,
+        "accuracy": summary.accuracy.mean if summary.accuracy else None,
+        "summary": summary.model_dump(mode="json"),
         "missing": [p.id for p in problems if p.id not in seen],
         "per_problem": [
             {"id": r.problem_id, "correct": r.correct, "answer": r.graded_answer, "status": r.status} for r in records

@@ -20,9 +20,10 @@ from statistics import mean
 from typing import Any
 
 from testtime.benchmarks.base import Benchmark
-from testtime.benchmarks.metrics import maj_at_k, mean_ci, paired_difference_ci, powers_of_two_upto, vote_clusters
 from testtime.core.records import Reference
 from testtime.core.results import ResultRecord, TTRLAudit, TTRLRecord, TTRLStepAudit
+from testtime.evaluation.metrics import maj_at_k, mean_ci, paired_difference_ci, powers_of_two_upto, vote_clusters
+from testtime.evaluation.summary import TTRLSummary
 
 
 def audit_ttrl(benchmark: Benchmark, ttrl: TTRLRecord, reference: Reference) -> TTRLAudit:
@@ -65,10 +66,10 @@ def audit_ttrl(benchmark: Benchmark, ttrl: TTRLRecord, reference: Reference) -> 
     )
 
 
-def summarize_ttrl(records: Sequence[ResultRecord], seed: int = 0) -> dict[str, Any]:
+def summarize_ttrl(records: Sequence[ResultRecord], seed: int = 0) -> TTRLSummary | None:
     audited = [(r, r.ttrl_audit) for r in records if r.ttrl_audit and r.sample_correct]
     if not audited:
-        return {}
+        return None
     before = [mean(a.before_sample_correct or (0.0,)) for _, a in audited]
     after = [mean(r.sample_correct) for r, _ in audited]
     summary: dict[str, Any] = {
@@ -119,7 +120,7 @@ def summarize_ttrl(records: Sequence[ResultRecord], seed: int = 0) -> dict[str, 
         "labels_went_wrong": sum(went_wrong(sorted(a.steps, key=lambda s: s.step)) is not None for _, a in audited),
         "wrong_to_extinct_steps": sorted(windows),
     }
-    return summary
+    return TTRLSummary.model_validate(summary)
 
 
 def extinctions(visits: Sequence[TTRLStepAudit]) -> list[bool]:

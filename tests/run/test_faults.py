@@ -46,6 +46,8 @@ def test_when_every_call_fails_the_labels_agree_with_the_rates(testtime_cli: Cli
     summary = json.loads((out / "summary.json").read_text())
     assert summary["prediction_status"] == {"error": 3} and summary["sample_status"] == {"error": 6}
     assert summary["error_rate"] == 1.0 and summary["no_answer_rate"] == 0.0
+    # Nothing was measured: no accuracy a reader could mistake for a real 0 (pandas would average it in)
+    assert summary["accuracy"] is None and summary["pass@1"] is None and summary["maj@k"] is None
 
 
 def test_a_hanging_server_is_cut_off_by_the_request_timeout(testtime_cli: Cli, tmp_path: Path) -> None:

@@ -1,4 +1,7 @@
-"""Metrics over graded samples: avg@k (pass@1 from k samples), unbiased maj@k, bootstrap CIs.
+"""Metrics over graded samples: pass@1 (avg@k: the mean accuracy of k samples), unbiased maj@k, intervals.
+
+One interval method per kind of quantity: Wilson for a proportion of 0/1 outcomes (accuracy), the percentile
+bootstrap over problems for means of fractional values (pass@1, maj@k), the paired bootstrap for differences.
 
 maj@k is the expected accuracy of a majority vote over a uniformly random k-subset of the n samples,
 computed exactly by enumeration when there are few subsets and by seeded Monte Carlo otherwise. Votes follow
@@ -11,8 +14,10 @@ import itertools
 import math
 import random
 from collections.abc import Sequence
+from typing import Literal
 
 from testtime.core.answers import cluster_answers
+from testtime.core.records import Record
 
 EXACT_SUBSETS = 20_000
 MONTE_CARLO_DRAWS = 5_000
@@ -28,20 +33,34 @@ def wilson_ci(successes: int, n: int, z: float = 1.959964) -> tuple[float, float
     return (max(0.0, centre - half), min(1.0, centre + half))
 
 
-def mean_ci(values: Sequence[float], seed: int = 0) -> dict[str, float]:
-    """Mean with a 95% interval: Wilson for 0/1 outcomes (accuracy), the percentile bootstrap otherwise."""
-    if values and all(v in (0.0, 1.0) for v in values):
-        low, high = wilson_ci(int(sum(values)), len(values))
+class Interval(Record):
+    """A mean with its 95% interval, and how the interval was made."""
+
+    mean: float
+    ci_low: float
+    ci_high: float
+    interval: Literal["wilson", "bootstrap", "paired_bootstrap"] | None = None  # None: a file that did not say
+
+
+def mean_ci(values: Sequence[float], seed: int = 0) -> Interval | None:
+    """Mean with a 95% interval: Wilson for 0/1 outcomes (accuracy), the percentile bootstrap otherwise.
+    None for no values: nothing was measured (never a 0)."""
+    if not values:
+        return None
+    if all(v in (0.0, 1.0) for v in values):
+        (low, high), kind = wilson_ci(int(sum(values)), len(values)), "wilson"
     else:
-        low, high = bootstrap_ci(values, seed=seed)
-    return {"mean": sum(values) / len(values) if values else 0.0, "ci_low": low, "ci_high": high}
+        (low, high), kind = bootstrap_ci(values, seed=seed), "bootstrap"
+    return Interval(mean=sum(values) / len(values), ci_low=low, ci_high=high, interval=kind)  # type: ignore[arg-type]
 
 
-def paired_difference_ci(a: Sequence[float], b: Sequence[float], seed: int = 0) -> dict[str, float]:
-    """Mean of a − b over paired items (problems) with its 95% percentile bootstrap interval."""
+def paired_difference_ci(a: Sequence[float], b: Sequence[float], seed: int = 0) -> Interval | None:
+    """Mean of a − b over paired items (problems) with its 95% paired bootstrap interval; None for no pairs."""
     differences = [x - y for x, y in zip(a, b, strict=True)]
+    if not differences:
+        return None
     low, high = bootstrap_ci(differences, seed=seed)
-    return {"mean": sum(differences) / len(differences) if differences else 0.0, "ci_low": low, "ci_high": high}
+    return Interval(mean=sum(differences) / len(differences), ci_low=low, ci_high=high, interval="paired_bootstrap")
 
 
 def bootstrap_ci(values: Sequence[float], iters: int = 2000, seed: int = 0) -> tuple[float, float]:

@@ -4,10 +4,10 @@ place on the compute frontier."""
 
 from __future__ import annotations
 
-from testtime.benchmarks.ttrl_audit import extinctions, summarize_ttrl, went_wrong
-from testtime.benchmarks.ttrl_compute import ttrl_compute
 from testtime.core.ledger import LedgerEntry
 from testtime.core.results import ResultRecord, TTRLAudit, TTRLStepAudit
+from testtime.evaluation.ttrl_audit import extinctions, summarize_ttrl, went_wrong
+from testtime.evaluation.ttrl_compute import ttrl_compute
 
 
 def _visits(*pairs: tuple[bool, bool]) -> tuple[TTRLStepAudit, ...]:
@@ -52,11 +52,12 @@ def test_summary_reports_pass_at_k_extinction_and_the_window() -> None:
         _record("b", _visits((True, True), (True, True), (True, True), (True, True))),  # healthy
     ]
     summary = summarize_ttrl(records)
-    per_step = summary["per_step"]
+    assert summary is not None and summary.health is not None
+    per_step = summary.model_dump()["per_step"]  # the names summary.json holds
     assert per_step["step"] == [1, 5, 9, 13]
     assert per_step["train_pass@k"] == [1.0, 1.0, 1.0, 0.5]
     assert per_step["extinction"] == [0.0, 0.0, 0.0, 0.5]
-    assert summary["health"] == {
+    assert summary.health.model_dump() == {
         "extinct_at_last_visit": 0.5,
         "labels_went_wrong": 1,
         "wrong_to_extinct_steps": [8],
@@ -85,13 +86,13 @@ def test_ttrl_is_placed_at_its_tokens_beside_the_base_majority_there() -> None:
     entries += [LedgerEntry(kind="train_step", train_tokens=200, flops=1e9), _entry("eval_after_greedy", 100)]
     entries += [_entry("eval_after", 100) for _ in range(8)]  # measurement: not TTRL's cost
     entries += [LedgerEntry(purpose="ttrl_rollout", prompt_tokens=999, cached=True)]  # a cache hit costs nothing
-    compute = ttrl_compute(entries, records)
+    compute = ttrl_compute(entries, records).model_dump()
     assert compute["rollout_tokens"] == 300 and compute["train_tokens"] == 200
     assert compute["tokens_per_problem"] == 300  # (300 + 200 + 100) / 2 problems
     assert compute["same_tokens_k"] == 3 and compute["base_tokens_per_answer"] == 100
     assert compute["base_majority_at_same_tokens"]["k"] == 3
     assert not compute["base_majority_at_same_tokens"]["capped"]
-    richer = ttrl_compute([*entries, LedgerEntry(kind="train_step", train_tokens=1200)], records)
+    richer = ttrl_compute([*entries, LedgerEntry(kind="train_step", train_tokens=1200)], records).model_dump()
     assert richer["same_tokens_k"] == 9 and richer["base_majority_at_same_tokens"] == {
         "k": 4,
         "capped": True,  # 9 answers' worth of tokens, 4 base samples to vote with: said, not hidden

@@ -1,4 +1,10 @@
-"""The run configuration: what `testtime run` was asked, saved as config.json so a run can be rebuilt."""
+"""What a run is asked to do: `RunSettings`, the one group of settings every command builds (`run`, `ablate`,
+`ttrl controls`, the miniature, later `serve` and streams), saved in the manifest so a run can be rebuilt.
+
+`None` means "the method's default": what a method actually used is recorded beside it, in the manifest's
+`effective` block. `ResumeChanges` are the settings a resumed run may change (budgets, where the model is
+served, how patiently): nothing that would change what a finished problem's answer means.
+"""
 
 from __future__ import annotations
 
@@ -7,15 +13,22 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from testtime.core.errors import UserError, first_error
+from testtime.core.errors import UserError
 from testtime.core.records import SamplingParams
 
-_VERSIONED = ("testtime", "pydantic", "torch", "transformers", "litellm", "vllm", "trl", "math-verify", "sympy")
+_VERSIONED = ("testtime", "pydantic", "torch", "transformers", "litellm", "vllm", "trl", "verl", "math-verify", "sympy")
 
 
-class RunConfig(BaseModel):
+def _http_urls(bases: list[str]) -> list[str]:
+    for base in bases:
+        if not base.startswith(("http://", "https://")):
+            raise ValueError(f"'{base}' is not an http(s) URL")
+    return bases
+
+
+class RunSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     method: str
@@ -29,7 +42,7 @@ class RunConfig(BaseModel):
     max_tokens: int | None = Field(default=None, ge=1)
     concurrency: int = Field(default=16, ge=1)
     data_dir: str | None = None
-    bench_options: dict[str, str] = {}
+    bench_options: dict[str, Any] = {}
     method_options: dict[str, Any] = {}
     api_base: list[str] = []  # several: a fleet; calls spread over the servers by load
     api_key_env: str | None = None
@@ -38,18 +51,7 @@ class RunConfig(BaseModel):
     max_cost: float | None = Field(default=None, gt=0)  # USD; stops cleanly, resumable with a larger budget
     max_tokens_total: int | None = Field(default=None, gt=0)
 
-    @field_validator("api_base", mode="before")
-    @classmethod
-    def _bases(cls, value: Any) -> Any:
-        return [] if value is None else [value] if isinstance(value, str) else value  # configs before fleets
-
-    @field_validator("api_base")
-    @classmethod
-    def _urls(cls, bases: list[str]) -> list[str]:
-        for base in bases:
-            if not base.startswith(("http://", "https://")):
-                raise ValueError(f"'{base}' is not an http(s) URL")
-        return bases
+    _urls = field_validator("api_base")(_http_urls)
 
     def sampling(self) -> SamplingParams:
         """The sampling parameters a method starts from (`--temperature` and friends, else the defaults)."""
@@ -61,13 +63,23 @@ class RunConfig(BaseModel):
             seed=self.seed,
         )
 
-    @classmethod
-    def from_saved(cls, saved: dict[str, Any], source: str) -> RunConfig:
-        try:
-            return cls.model_validate(saved.get("run"))
-        except ValidationError as exc:
-            where, message = first_error(exc)
-            raise UserError(f"malformed config in {source}: {where or 'run'}: {message}") from None
+
+class ResumeChanges(BaseModel):
+    """What `--resume` may change; `None` keeps the run's own value. Each change is recorded in the manifest."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_cost: float | None = Field(default=None, gt=0)
+    max_tokens_total: int | None = Field(default=None, gt=0)
+    api_base: list[str] | None = None  # a replacement server, or a different fleet
+    api_key_env: str | None = None
+    request_timeout: float | None = Field(default=None, gt=0)
+    concurrency: int | None = Field(default=None, ge=1)
+
+    _urls = field_validator("api_base")(lambda bases: None if bases is None else _http_urls(bases))
+
+    def given(self) -> dict[str, Any]:
+        return {k: v for k, v in self.model_dump().items() if v is not None}
 
 
 def versions() -> dict[str, str]:
@@ -78,39 +90,6 @@ def versions() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             continue
     return found
-
-
-def parse_options(pairs: list[str], flag: str) -> dict[str, str]:
-    """`["digits=2", "ops=+-"]` → dict; a pair without '=' is a user error."""
-    options = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise UserError(f"{flag} expects KEY=VALUE, got '{pair}'")
-        options[key.strip()] = value.strip()
-    return options
-
-
-def method_options(
-    method: str, flags: list[str], pairs: list[str], selector: str | None, selector_pairs: list[str]
-) -> dict[str, Any]:
-    """A method's options from its own flags, `--method-opt` pairs and `--selector`/`--selector-opt`."""
-    from testtime.experiments.flags import parse_flags
-    from testtime.methods import METHODS, load_methods
-
-    load_methods()
-    chosen = METHODS.get(method)
-    others = {name: METHODS.get(name).Options for name in METHODS.names() if name != method}  # type: ignore[attr-defined]
-    options: dict[str, Any] = {**parse_options(pairs, "--method-opt")}
-    options.update(parse_flags(flags, method, chosen.Options, others))  # type: ignore[attr-defined]
-    if selector is not None or selector_pairs:
-        if "selector" not in chosen.Options.model_fields:  # type: ignore[attr-defined]
-            raise UserError(f"--method {method} selects nothing: --selector and --selector-opt do not apply")
-        if selector is not None:
-            options["selector"] = selector
-        if selector_pairs:
-            options["selector_options"] = parse_options(selector_pairs, "--selector-opt")
-    return options
 
 
 def api_bases(values: list[str] | None) -> list[str]:

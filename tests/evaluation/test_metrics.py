@@ -7,9 +7,9 @@ import random
 
 import pytest
 
-from testtime.benchmarks import metrics
-from testtime.benchmarks.metrics import bootstrap_ci, maj_at_k, powers_of_two_upto
 from testtime.core.answers import majority_vote
+from testtime.evaluation import metrics
+from testtime.evaluation.metrics import bootstrap_ci, maj_at_k, powers_of_two_upto
 
 
 def brute_force_maj(answers: list[str | None], gold: str, k: int) -> float:

@@ -1,4 +1,5 @@
-"""`testtime ttrl verl`: prepare, check and launch a TTRL run on verl (a GPU cluster; the paper's 8×A100)."""
+"""`testtime ttrl verl` (prepare, check and launch a TTRL run on verl: a GPU cluster, the paper's 8×A100),
+`testtime ttrl controls` (TTRL beside signal-free rewards) and `testtime ttrl miniature` (the CPU proof)."""
 
 from __future__ import annotations
 
@@ -10,61 +11,69 @@ from typing import Annotated
 
 import typer
 
+from testtime.cli.settings import SharedFlags, run_settings
 from testtime.core.errors import UserError
 
-ttrl_app = typer.Typer(help="TTRL beyond one node.", no_args_is_help=True)
+ttrl_app = typer.Typer(help="TTRL on a cluster, beside its controls, and its CPU miniature.", no_args_is_help=True)
 Opt = typer.Option
 
 
+VERL_ONLY = ("model", "n", "temperature", "top_p", "max_tokens", "concurrency", "api_base", "api_key_env")
+VERL_ONLY += ("request_timeout", "sandbox", "max_cost", "max_tokens_total", "quiet")
+
+
 @ttrl_app.command("verl")
+@run_settings(exclude=VERL_ONLY, defaults={"bench": "aime24"})
 def verl_command(
     model: Annotated[str, Opt(help="HF model folder (or hub id the cluster can reach)")],
-    bench: Annotated[str, Opt(help="math benchmark: aime24 | aime25 | amc23 | math500 | arith")] = "aime24",
     out: Annotated[Path, Opt(help="folder for the parquet data, overrides.txt, launch.sh and checkpoints")] = Path(
         "ttrl-verl"
     ),
     preset: Annotated[str, Opt(help="cluster preset: paper-8xa100")] = "paper-8xa100",
-    limit: Annotated[int | None, Opt(help="only the first N problems")] = None,
-    data_dir: Annotated[str | None, Opt(help="folder with <bench>.jsonl (or $TESTTIME_DATA_DIR)")] = None,
-    bench_opt: Annotated[list[str] | None, Opt("--bench-opt", help="benchmark option KEY=VALUE")] = None,
     method_opt: Annotated[list[str] | None, Opt("--method-opt", help="TTRL setting KEY=VALUE (see run --help)")] = None,
     steps: Annotated[int | None, Opt(help="rollout steps (default: epochs over the problems)")] = None,
     n_train: Annotated[int | None, Opt(help="responses per prompt, voted and trained (paper 32)")] = None,
     lr: Annotated[float | None, Opt(help="learning rate (paper 5e-7)")] = None,
     set_: Annotated[list[str] | None, Opt("--set", help="extra verl override KEY=VALUE, repeatable")] = None,
     launch: Annotated[bool, Opt(help="start training now (needs GPUs, Ray and vLLM)")] = False,
+    *,
+    flags: SharedFlags,
 ) -> None:
     """Write verl's data and configuration for TTRL, check it with verl's own loader, and optionally launch.
 
-    Labels never leave testtime: the parquet's ground truth is empty and the vote fills it at run time.
-    After training, merge the FSDP checkpoint to a HF folder (verl.model_merger) and evaluate it with
-    `testtime run --model hf:<folder>`.
+    Labels never leave testtime: the parquet's ground truth is empty and the vote fills it at run time. The
+    trainer reads the same typed TTRL settings as `run --method ttrl` (ttrl_settings.json: selector and its
+    options, vote policy, reward). Math and code benchmarks (code: the vote runs programs in the node's
+    sandbox). After training, merge the FSDP checkpoint to a HF folder (verl.model_merger) and evaluate it
+    with `testtime run --model hf:<folder>`.
     """
-    from testtime.experiments.config import RunConfig, parse_options
-    from testtime.experiments.run import build_benchmark, load_problems
+    from testtime.core.options import parse_options
     from testtime.methods.ttrl.settings import TTRLSettings
-    from testtime.methods.ttrl.verl.config import compose, ttrl_overrides, validate
+    from testtime.methods.ttrl.verl.config import compose, ttrl_overrides, validate, write_settings
     from testtime.methods.ttrl.verl.data import verl_rows, write_parquet
+    from testtime.run.build import build_benchmark, load_problems
 
     options = parse_options(method_opt or [], "--method-opt")
     options.update({k: str(v) for k, v in (("steps", steps), ("lr", lr)) if v is not None})
     if n_train is not None:
         options.update(n_train=str(n_train), n_vote=str(n_train))  # verl votes and trains the same responses
-    settings = TTRLSettings.from_options(options).for_benchmark(bench, set(options))
-    config = RunConfig(method="ttrl", bench=bench, model=f"hf:{model}", data_dir=data_dir, limit=limit)
-    config.bench_options = parse_options(bench_opt or [], "--bench-opt")
-    benchmark = build_benchmark(config)
-    if benchmark.domain != "math":
-        raise UserError("TTRL's vote needs comparable answers: use a math benchmark")
-    problems, _ = load_problems(benchmark, limit)  # references stay here, unread
-    train, val = write_parquet(verl_rows(problems, benchmark.prompt, f"testtime/{bench}"), out.resolve() / "data")
+    settings = flags.settings("ttrl", options, model=f"hf:{model}")
+    benchmark = build_benchmark(settings)
+    ttrl = TTRLSettings.from_options(options).for_benchmark(benchmark.name, set(options))
+    if ttrl.selector is None:
+        ttrl = ttrl.model_copy(update={"selector": "execution" if benchmark.domain == "code" else "majority"})
+    problems, _ = load_problems(benchmark, settings.limit)  # references stay here, unread
+    benchmark.close()
+    source = f"testtime/{benchmark.name}"
+    train, val = write_parquet(verl_rows(problems, benchmark.prompt, source), out.resolve() / "data")
     extra = dict(pair.split("=", 1) for pair in (set_ or []) if "=" in pair)
     overrides = ttrl_overrides(
-        settings,
+        ttrl,
         model_path=model,
         train_file=train,
         val_file=val,
         output_dir=out.resolve() / "checkpoints",
+        settings_file=write_settings(ttrl, out.resolve() / "ttrl_settings.json"),
         preset=preset,
         extra=extra,
     )
@@ -78,7 +87,7 @@ def verl_command(
     script.write_text("#!/bin/sh\nset -e\n" + shlex.join(command) + ' "$@"\n')
     script.chmod(0o755)
     caveat = (
-        f"note: verl votes on and trains the same {settings.n_train} responses per prompt (rollout.n); TTRL's fork "
+        f"note: verl votes on and trains the same {ttrl.n_train} responses per prompt (rollout.n); TTRL's fork "
         "voted on 64 and trained 32: verl cannot drop responses between reward and update"
     )
     (out / "NOTES.txt").write_text(caveat + "\n")
@@ -88,6 +97,7 @@ def verl_command(
 
 
 @ttrl_app.command("controls")
+@run_settings(exclude=("n", "temperature", "top_p", "max_tokens"), defaults={"concurrency": 64})
 def controls_command(
     out: Annotated[Path, Opt(help="folder for one sub-run per reward (resumable: run again to continue)")] = Path(
         "runs/ttrl-controls"
@@ -95,17 +105,11 @@ def controls_command(
     rewards: Annotated[str, Opt(help="comma-separated: majority (TTRL) and controls random, format")] = (
         "majority,random,format"
     ),
-    bench: Annotated[str, Opt(help="benchmark (default: the miniature's two-digit additions)")] = "arith",
-    model: Annotated[str, Opt(help="local model to train")] = "hf:smollm2-135m",
     preset: Annotated[str, Opt(help="ttrl preset: cpu (the miniature) | paper")] = "cpu",
     steps: Annotated[int | None, Opt(help="rollout steps (default: the preset's)")] = None,
-    limit: Annotated[int | None, Opt(help="only the first N problems")] = None,
-    seed: Annotated[int, Opt()] = 0,
-    concurrency: Annotated[int, Opt(help="evaluation batch of the local model (the miniature's: 64)")] = 64,
-    data_dir: Annotated[str | None, Opt(help="folder with <bench>.jsonl (or $TESTTIME_DATA_DIR)")] = None,
-    bench_opt: Annotated[list[str] | None, Opt("--bench-opt", help="benchmark option KEY=VALUE")] = None,
     method_opt: Annotated[list[str] | None, Opt("--method-opt", help="TTRL setting KEY=VALUE, for every run")] = None,
-    quiet: Annotated[bool, Opt(help="no progress bars")] = False,
+    *,
+    flags: SharedFlags,
 ) -> None:
     """Train TTRL and control rewards (random, format) at identical settings; print each gain and TTRL − control.
 
@@ -113,8 +117,8 @@ def controls_command(
     and tokens (Spurious Rewards: random +21.4, format +13.8, majority +27.1 points on Qwen2.5-Math-7B).
     Defaults reproduce the CPU miniature (arith, 32 problems, embedded model, --preset cpu) per reward.
     """
-    from testtime.experiments.config import RunConfig, parse_options
-    from testtime.experiments.display import console
+    from testtime.cli.display import RunProgress, console
+    from testtime.core.options import parse_options
     from testtime.experiments.ttrl_controls import compare, report_lines, run_controls
 
     options = parse_options(method_opt or [], "--method-opt")
@@ -123,20 +127,29 @@ def controls_command(
     options["preset"] = preset
     if steps is not None:
         options["steps"] = str(steps)
-    bench_options = parse_options(bench_opt or [], "--bench-opt")
-    if bench == "arith" and not bench_options:
+    bench_options = flags.bench_options()
+    if flags.bench == "arith" and not bench_options:
         bench_options = {"digits": "2", "size": "32"}  # the miniature's problems
-    base = RunConfig(
-        method="ttrl",
-        bench=bench,
-        model=model,
-        seed=seed,
-        limit=limit,
-        data_dir=data_dir,
-        bench_options=bench_options,
-        method_options=options,
-        concurrency=concurrency,
-    )
+    base = flags.settings("ttrl", options, bench_options=bench_options)
     chosen = [r.strip() for r in rewards.split(",") if r.strip()]
-    run_controls(base, out, chosen, progress=not quiet and sys.stderr.isatty(), log=console.print)
-    typer.echo("\n".join(report_lines(compare(out, chosen, seed))))
+    run_controls(base, out, chosen, observe=lambda: RunProgress(flags.progress), log=console.print)
+    typer.echo("\n".join(report_lines(compare(out, chosen, flags.seed))))
+
+
+@ttrl_app.command("miniature")
+def miniature_command(
+    out: Annotated[Path, Opt(help="the run directory (resumable: run again to continue)")] = Path(
+        "runs/ttrl-miniature"
+    ),
+    size: Annotated[int, Opt(help="problems (two-digit additions)")] = 32,
+    steps: Annotated[int | None, Opt(help="rollout steps (default: the cpu preset's)")] = None,
+    quiet: Annotated[bool, Opt(help="no progress display")] = False,
+) -> None:
+    """The TTRL miniature: the embedded model on 32 two-digit additions, no labels, ~10 minutes on 2 cores;
+    prints pass@1 before and after with the paired gain, and writes ttrl_curve.png."""
+    from testtime.cli.display import RunProgress
+    from testtime.experiments.ttrl_miniature import report_lines, run_miniature
+
+    summary = run_miniature(out, size, steps, RunProgress(not quiet and sys.stderr.isatty()))
+    typer.echo("\n".join(report_lines(summary)))
+    typer.echo(f"curve: {out / 'ttrl_curve.png'}")

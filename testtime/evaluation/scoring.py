@@ -12,10 +12,12 @@ from statistics import mean
 from typing import Any
 
 from testtime.benchmarks.base import Benchmark
-from testtime.benchmarks.metrics import maj_at_k, mean_ci, powers_of_two_upto, vote_clusters
-from testtime.benchmarks.ttrl_audit import audit_ttrl, summarize_ttrl
+from testtime.core.ledger import LedgerTotals
 from testtime.core.records import Reference
 from testtime.core.results import Grading, ProblemResult, ResultRecord, RoundAudit, RoundRecord
+from testtime.evaluation.metrics import maj_at_k, mean_ci, powers_of_two_upto, vote_clusters
+from testtime.evaluation.summary import LedgerSummary, RoundsSummary, RunSummary
+from testtime.evaluation.ttrl_audit import audit_ttrl, summarize_ttrl
 
 
 def score(benchmark: Benchmark, result: ProblemResult, reference: Reference) -> Grading:
@@ -71,54 +73,50 @@ def audit_rounds(benchmark: Benchmark, rounds: Sequence[RoundRecord], reference:
     return RoundAudit(accuracy=tuple(accuracy), coverage=tuple(coverage), rollout_mean=tuple(population))
 
 
-def summarize(records: Sequence[ResultRecord], ledger: dict[str, Any], seed: int = 0) -> dict[str, Any]:
-    """The run summary: accuracy with CIs, avg@k, maj@k, failure rates and the ledger's totals."""
+def summarize(records: Sequence[ResultRecord], ledger: LedgerTotals, seed: int = 0, **run: Any) -> RunSummary:
+    """The run summary: accuracy with its interval, pass@1, maj@k, failure rates and the ledger's totals.
+    `run` adds the run's own fields (method, bench, model, n, wall_s, complete, stopped...)."""
     problems = len(records)
     samples = [c for r in records for c in r.candidates]
+    # Nothing measured when every sample failed (a run with no key): an accuracy would be a fabricated 0.
+    measured = not samples or any(not c.error for c in samples)
     n_min = min((len(r.candidates) for r in records), default=0)
-    summary: dict[str, Any] = {
+    values: dict[str, Any] = {
         "problems": problems,
-        "accuracy": mean_ci([float(r.correct) for r in records], seed),
+        "labelled": problems,
+        "accuracy": mean_ci([float(r.correct) for r in records], seed) if measured else None,
         "samples": len(samples),
+        "prediction_status": dict(Counter(r.status for r in records)),
+        "sample_status": dict(Counter(s for r in records for s in r.sample_status)),
+        "ledger": LedgerSummary.of(ledger),
+        "calls_per_problem": (ledger.calls + ledger.cache_hits) / problems if problems else None,
     }
     with_samples = [r for r in records if r.sample_correct]
-    if with_samples:
-        summary["pass@1_avg"] = mean_ci([mean(r.sample_correct) for r in with_samples], seed)
+    if with_samples and measured:
+        values["pass@1"] = mean_ci([mean(r.sample_correct) for r in with_samples], seed)
         if n_min and all(r.cluster_of is not None for r in with_samples):
-            summary["maj@k"] = {
+            values["maj@k"] = {
                 str(k): mean(maj_at_k(r.cluster_of or (), r.cluster_correct or (), k, seed) for r in with_samples)
                 for k in powers_of_two_upto(n_min)
             }
     if samples:
-        summary["no_answer_rate"] = mean(c.answer is None and not c.error for c in samples)
-        summary["truncation_rate"] = mean(c.finish_reason == "length" for c in samples)
-        summary["error_rate"] = mean(bool(c.error) for c in samples)
-        errors = [c.error for c in samples if c.error]
-        if errors:
-            summary["first_error"] = errors[0][:300]
+        values["no_answer_rate"] = mean(c.answer is None and not c.error for c in samples)
+        values["truncation_rate"] = mean(c.finish_reason == "length" for c in samples)
+        values["error_rate"] = mean(bool(c.error) for c in samples)
+        values["first_error"] = next((c.error[:300] for c in samples if c.error), None)
     audits = [r.round_audit for r in records if r.round_audit]
     if audits:
         depth = min(len(a.accuracy) for a in audits)
-        summary["rounds"] = {
-            "accuracy": [mean(a.accuracy[t] for a in audits) for t in range(depth)],
-            "coverage": [mean(a.coverage[t] for a in audits) for t in range(depth)],
-            "rollout_mean": [mean(a.rollout_mean[t] for a in audits) for t in range(depth)],
-        }
+        values["rounds"] = RoundsSummary(
+            accuracy=[mean(a.accuracy[t] for a in audits) for t in range(depth)],
+            coverage=[mean(a.coverage[t] for a in audits) for t in range(depth)],
+            pass_at_1=[mean(a.rollout_mean[t] for a in audits) for t in range(depth)],
+        )
         rollouts = [sum(len(r.candidates) for r in record.rounds) for record in records if record.rounds]
         # The fair baseline spends the same solver rollouts on independent samples: majority at n = T·K.
-        summary["same_budget_majority_n"] = round(mean(rollouts)) if rollouts else None
+        values["same_budget_majority_n"] = round(mean(rollouts)) if rollouts else None
     if any(r.ttrl_audit for r in records):
-        summary["ttrl"] = summarize_ttrl(records, seed)
-    summary["prediction_status"] = dict(Counter(r.status for r in records))
-    if any(r.sample_status for r in records):
-        summary["sample_status"] = dict(Counter(s for r in records for s in r.sample_status))
-    public_only = sum(r.public_only for r in records)
-    if public_only:
-        # Loud on purpose: selectors may have seen these very tests, so scores are optimistic.
-        summary["graded_on_public_tests_only"] = public_only
-    errata = [r.problem_id for r in records if r.erratum]
-    if errata:
-        summary["errata_problems"] = errata
-    summary["ledger"] = ledger
-    summary["calls_per_problem"] = (ledger.get("calls", 0) + ledger.get("cache_hits", 0)) / max(problems, 1)
-    return summary
+        values["ttrl"] = summarize_ttrl(records, seed)
+    values["graded_on_public_tests_only"] = sum(r.public_only for r in records)  # loud: optimistic scores
+    values["errata_problems"] = [r.problem_id for r in records if r.erratum]
+    return RunSummary.model_validate({**values, **run})

@@ -165,7 +165,7 @@ def test_malformed_config_on_resume_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_help_and_import_do_not_load_heavy_libraries() -> None:
     code = (
-        "import sys, testtime.cli, testtime.models, testtime.experiments.run; "
+        "import sys, testtime.cli, testtime.models, testtime.run.execute; "
         "heavy = [m for m in ('torch', 'transformers', 'litellm', 'vllm') if m in sys.modules]; print(heavy)"
     )
     probe = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -222,15 +222,16 @@ def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path: Path, interrupt_c
 
 
 def test_progress_counts_calls_and_rounds_against_what_is_planned() -> None:
+    from testtime.cli.display import RunProgress
     from testtime.core.ledger import LedgerEntry, LedgerTotals
-    from testtime.experiments.display import RunProgress
+    from testtime.run.observer import ProgressPlan
 
     totals = LedgerTotals()
-    finished = [0]
-    bar = RunProgress(2, 0, totals, enabled=False, planned_calls=26, rounds=(4, lambda: finished[0]))
+    bar = RunProgress(enabled=False)
+    bar.start(ProgressPlan(problems=2, done=0, totals=totals, planned_calls=26, rounds=4))
     for _ in range(7):
         totals.add(LedgerEntry(attempts=1))
-    finished[0] = 1
-    bar.refresh_once()
+    bar.tick(rounds_done=1)
+    bar.stop()
     calls, rounds = bar.progress.tasks[1], bar.progress.tasks[2]
     assert (calls.completed, calls.total, rounds.completed, rounds.total) == (7, 26, 1, 4)

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.markup import escape
 
+from testtime.cli.settings import SharedFlags, run_settings
 from testtime.core.errors import UserError
-from testtime.models import DEFAULT_MODEL
 
 ablate_app = typer.Typer(help="Sweeps at matched compute, measured by the ledger.", no_args_is_help=True)
 Opt = typer.Option
@@ -24,9 +23,8 @@ def _ints(text: str, flag: str) -> list[int]:
 
 
 @ablate_app.command("depth-width")
+@run_settings(exclude=("n",))
 def depth_width_command(
-    bench: Annotated[str, Opt(help="benchmark")] = "arith",
-    model: Annotated[str, Opt(help="model spec")] = DEFAULT_MODEL,
     out: Annotated[Path, Opt(help="grid folder: sub-runs, grid.csv/json, PNG plots (resumable)")] = Path("ablation"),
     rounds: Annotated[int, Opt("--rounds", "-T", help="TRT depth; every t <= T comes from one run")] = 8,
     widths: Annotated[str, Opt(help="TRT widths K, comma-separated")] = "1,2,4",
@@ -40,36 +38,19 @@ def depth_width_command(
     ] = False,
     ttrl_opt: Annotated[list[str] | None, Opt("--ttrl-opt", help="TTRL option KEY=VALUE (e.g. preset=cpu)")] = None,
     method_opt: Annotated[list[str] | None, Opt("--method-opt", help="TRT option KEY=VALUE for every width")] = None,
-    limit: Annotated[int | None, Opt(help="only the first N problems")] = None,
-    data_dir: Annotated[str | None, Opt(help="folder with <bench>.jsonl")] = None,
-    bench_opt: Annotated[list[str] | None, Opt("--bench-opt", help="benchmark option KEY=VALUE")] = None,
-    temperature: Annotated[float | None, Opt(help="0 = greedy (default 0.7)")] = None,
-    top_p: Annotated[float | None, Opt(help="nucleus sampling (default 1.0)")] = None,
-    max_tokens: Annotated[int | None, Opt(help="max new tokens per sample (default 512)")] = None,
-    concurrency: Annotated[int, Opt()] = 16,
-    seed: Annotated[int, Opt()] = 0,
-    api_base: Annotated[
-        list[str] | None,
-        Opt(help="OpenAI-compatible server URL (litellm:, openai:); repeat it, or name a file of URLs, for a fleet"),
-    ] = None,
-    api_key_env: Annotated[str | None, Opt(help="env var holding the API key (never written to disk)")] = None,
-    request_timeout: Annotated[float, Opt(help="seconds one attempt of a model call may take")] = 600.0,
-    max_cost: Annotated[float | None, Opt(help="one budget (USD) for the whole grid; resumable")] = None,
-    max_tokens_total: Annotated[int | None, Opt(help="one token budget for the whole grid; resumable")] = None,
-    quiet: Annotated[bool, Opt(help="no progress bars")] = False,
+    *,
+    flags: SharedFlags,
 ) -> None:
     """TRT over (T, K) beside majority and RSA, on accuracy-vs-rollouts and accuracy-vs-tokens plots.
 
     RSA takes the options and defaults of `run --method rsa` (population 16, aggregate 4, steps 10). With
     --ttrl, one TTRL run joins the grid at all its tokens (rollouts, votes, training, its answer), beside
-    majority and TRT at the same tokens."""
-    import sys
-
+    majority and TRT at the same tokens. --max-cost and --max-tokens-total are one budget for the whole grid."""
     from rich.table import Table
 
-    from testtime.experiments.ablate import depth_width
-    from testtime.experiments.config import api_bases, parse_options
-    from testtime.experiments.display import console, results_console
+    from testtime.cli.display import RunProgress, console, results_console
+    from testtime.core.options import parse_options
+    from testtime.experiments.ablate import Grid, depth_width
     from testtime.methods.rsa import RSAOptions
     from testtime.methods.trt.loop import TRTOptions
     from testtime.methods.ttrl.settings import TTRLSettings
@@ -82,35 +63,16 @@ def depth_width_command(
     ttrl_options = parse_options(ttrl_opt or [], "--ttrl-opt") if ttrl else None
     if ttrl_options is not None:
         TTRLSettings.from_options(ttrl_options)
-    base = {
-        "bench": bench,
-        "model": model,
-        "limit": limit,
-        "data_dir": data_dir,
-        "temperature": temperature,
-        "top_p": top_p,
-        "max_tokens": max_tokens,
-        "concurrency": concurrency,
-        "seed": seed,
-        "api_base": api_bases(api_base),
-        "api_key_env": api_key_env,
-        "request_timeout": request_timeout,
-        "max_cost": max_cost,
-        "max_tokens_total": max_tokens_total,
-        "bench_options": parse_options(bench_opt or [], "--bench-opt"),
-    }
-    points, images = depth_width(
-        base,
-        out,
-        rounds,
-        _ints(widths, "--widths"),
-        majority_n,
-        rsa,
-        trt_options,
-        progress=not quiet and sys.stderr.isatty(),
-        log=console.print,
+    grid = Grid(
+        base=flags.settings("majority", {}),
+        rounds=rounds,
+        widths=_ints(widths, "--widths"),
+        majority_n=majority_n,
+        rsa=rsa,
+        trt_options=trt_options,
         ttrl=ttrl_options,
     )
+    points, images = depth_width(grid, out, observe=lambda: RunProgress(flags.progress), log=console.print)
     table = Table("series", "rollouts/problem", "tokens/problem", "accuracy", "95% CI", title=f"depth × width: {out}")
     for p in points:
         table.add_row(
@@ -130,38 +92,38 @@ def report_command(
     """Compare runs side by side, each beside a majority baseline at the same rollout budget."""
     from rich.table import Table
 
-    from testtime.experiments.display import console, results_console
+    from testtime.cli.display import console, results_console
     from testtime.experiments.report import build_report, plot_report
 
     report = build_report(runs)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    (out / "report.json").write_text(report.model_dump_json(indent=2) + "\n")
     image = plot_report(report, out / "comparison.png")
     if as_json:
-        typer.echo(json.dumps(report))
+        typer.echo(report.model_dump_json())
         return
     table = Table(
         "run", "method", "accuracy [95% CI]", "majority @ same budget", "difference [95% CI]", "calls", "tokens", "cost"
     )
     unpaired = []
-    for row in report["runs"]:
-        acc, base = row["accuracy"], row["same_budget_majority"]
+    for row in report.runs:
+        acc, base = row.accuracy, row.same_budget_majority
         baseline = difference = "-"
-        if base and "accuracy" in base:
-            baseline = f"{base['accuracy']:.3f} (k={base['k']}{'' if base['exact_budget'] else ', < budget'})"
-            d = base["difference"]
-            difference = f"{d['mean']:+.3f} [{d['ci_low']:+.3f}, {d['ci_high']:+.3f}]"
-        elif base:
-            unpaired.append(f"{Path(row['run']).name}: {base['none']}")
-        cost = f"${row['cost_usd']:.4f}" + ("" if row["cost_known"] else "+?")
+        if base is not None and base.accuracy is not None:
+            baseline = f"{base.accuracy:.3f} (k={base.k}{'' if base.exact_budget else ', < budget'})"
+            d = base.difference
+            difference = f"{d.mean:+.3f} [{d.ci_low:+.3f}, {d.ci_high:+.3f}]" if d else "-"
+        elif base is not None:
+            unpaired.append(f"{Path(row.run).name}: {base.none}")
+        cost = f"${row.cost_usd:.4f}" if row.cost_usd is not None else f"≥ ${row.known_cost_usd:.4f} (unknown prices)"
         table.add_row(
-            Path(row["run"]).name,
-            row["method"],
-            f"{acc['mean']:.3f} [{acc['ci_low']:.3f}, {acc['ci_high']:.3f}]",
+            Path(row.run).name,
+            row.method,
+            f"{acc.mean:.3f} [{acc.ci_low:.3f}, {acc.ci_high:.3f}]" if acc else "not measured",
             baseline,
             difference,
-            str(row["calls"]),
-            f"{row['tokens']:,}",
+            str(row.calls),
+            f"{row.tokens:,}",
             cost,
         )
     results_console.print(table)
@@ -179,7 +141,7 @@ def view_command(
     refutations, evidence); code verdict matrices; TTRL votes and curves; cost per problem."""
     import time
 
-    from testtime.experiments.display import console
+    from testtime.cli.display import console
     from testtime.experiments.viewer import Viewer, load, static_page
 
     loaded = load(runs)
@@ -208,7 +170,7 @@ def export_command(
     ] = "inspect",
 ) -> None:
     """Write a run in another tool's format."""
-    from testtime.experiments.display import console
+    from testtime.cli.display import console
     from testtime.experiments.export import export
 
     written = export(run, out, format)

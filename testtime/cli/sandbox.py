@@ -21,7 +21,7 @@ def build(
     source: Annotated[str, Opt(help="auto | registry (slim Python image) | debian (offline debootstrap)")] = "auto",
 ) -> None:
     """Build the Docker sandbox image (offline from Debian packages when no registry answers)."""
-    from testtime.experiments.display import console
+    from testtime.cli.display import console
     from testtime.sandbox.image import build_image
 
     if source not in ("auto", "registry", "debian"):
@@ -36,7 +36,7 @@ def check(
     """Run the isolation probes on each available backend and print what holds."""
     from rich.table import Table
 
-    from testtime.experiments.display import console, results_console
+    from testtime.cli.display import console, results_console
     from testtime.sandbox import SandboxError
     from testtime.sandbox.choose import open_sandbox
     from testtime.sandbox.probes import PROBES, plant_secret, run_probe
@@ -97,7 +97,7 @@ def clean(
     all_owners: Annotated[bool, Opt("--all", help="also remove those of live runs (they will fail)")] = False,
 ) -> None:
     """Remove containers, cgroups and temp folders left by killed runs (owner gone, or unknown)."""
-    from testtime.experiments.display import console
+    from testtime.cli.display import console
     from testtime.sandbox.owner import reap
 
     states = ("dead", "unknown", "live") if all_owners else ("dead", "unknown")
@@ -122,8 +122,8 @@ def exec_program(
     from pydantic import ValidationError
     from rich.table import Table
 
+    from testtime.cli.display import results_console
     from testtime.core.records import TestCase
-    from testtime.experiments.display import results_console
     from testtime.sandbox import Limits
     from testtime.sandbox.choose import CHOICES, open_sandbox
 

@@ -38,7 +38,12 @@ def test_a_methods_own_flags_are_accepted_and_recorded(testtime_cli: Cli, tmp_pa
     [
         (
             ["--method", "majority", "--rounds", "3"],
-            "--rounds is not an option of --method majority; it is an option of trt",
+            "--rounds is not an option of --method majority or --bench arith; it is an option of --method trt",
+        ),
+        (["--bench", "arith", "--difficulty", "hard"], "--difficulty is not an option of --method majority or --bench"),
+        (
+            ["--bench", "arith", "--bench-opt", "digit=3"],
+            "benchmark arith does not take option 'digit'; did you mean digits?",
         ),
         (["--method", "trt", "--n", "4"], "--method trt does not use --n: it runs T rounds of K rollouts"),
         (["--method", "single", "--n", "4"], "--method single does not use --n"),

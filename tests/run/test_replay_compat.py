@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from testtime.core.ledger import read_entries
-from testtime.core.rundir import RunDir
+from testtime.run.directory import RunDir
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 

@@ -15,16 +15,17 @@ from collections.abc import Iterable, Sequence
 from statistics import mean
 from typing import Any
 
-from testtime.benchmarks.metrics import maj_at_k
-from testtime.core.ledger import LedgerEntry
+from testtime.core.ledger import CallPurpose, LedgerEntry
 from testtime.core.results import ResultRecord
+from testtime.evaluation.metrics import maj_at_k
+from testtime.evaluation.summary import TTRLCompute
 
-TRAINING_CALLS = ("ttrl_rollout", "ttrl_vote")
-ANSWER_CALLS = ("eval_after_greedy",)
-BASE_ANSWER_CALLS = ("eval_before",)
+TRAINING_CALLS: tuple[CallPurpose, ...] = ("ttrl_rollout", "ttrl_vote")
+ANSWER_CALLS: tuple[CallPurpose, ...] = ("eval_after_greedy",)
+BASE_ANSWER_CALLS: tuple[CallPurpose, ...] = ("eval_before",)
 
 
-def _tokens(entries: Iterable[LedgerEntry], purposes: Sequence[str]) -> list[int]:
+def _tokens(entries: Iterable[LedgerEntry], purposes: Sequence[CallPurpose]) -> list[int]:
     return [
         e.prompt_tokens + e.completion_tokens
         for e in entries
@@ -32,7 +33,7 @@ def _tokens(entries: Iterable[LedgerEntry], purposes: Sequence[str]) -> list[int
     ]
 
 
-def ttrl_compute(entries: Sequence[LedgerEntry], records: Sequence[ResultRecord], seed: int = 0) -> dict[str, Any]:
+def ttrl_compute(entries: Sequence[LedgerEntry], records: Sequence[ResultRecord], seed: int = 0) -> TTRLCompute:
     problems = max(len(records), 1)
     rollout_tokens = sum(_tokens(entries, TRAINING_CALLS))
     train = [e for e in entries if e.kind == "train_step"]
@@ -48,7 +49,7 @@ def ttrl_compute(entries: Sequence[LedgerEntry], records: Sequence[ResultRecord]
     }
     audits = [r.ttrl_audit for r in records if r.ttrl_audit and r.ttrl_audit.before_cluster_of]
     if not base or not audits:
-        return compute  # code: no answer classes, so no majority to set beside it
+        return TTRLCompute.model_validate(compute)  # code: no answer classes, so no majority to set beside it
     per_answer = mean(base)
     k = max(1, round(per_problem / per_answer))
     n = min(len(a.before_cluster_of) for a in audits)
@@ -60,4 +61,4 @@ def ttrl_compute(entries: Sequence[LedgerEntry], records: Sequence[ResultRecord]
         "capped": measured < k,  # the base evaluation has fewer samples than the budget buys
         "accuracy": mean(maj_at_k(a.before_cluster_of, a.before_cluster_correct, measured, seed) for a in audits),
     }
-    return compute
+    return TTRLCompute.model_validate(compute)

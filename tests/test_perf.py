@@ -1,0 +1,48 @@
+"""Every benchmark in `perf/` still runs: each at its `--smoke` size, so none can rot unnoticed (a README
+figure comes from a script that still runs). The figures themselves live in the scripts' tables, never here."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PERF = Path(__file__).resolve().parents[1] / "perf"
+SCRIPTS = sorted(p.name for p in PERF.glob("*.py"))
+NEEDS = {  # what a script needs beyond the base install; without it, it is skipped here (CI has all of it)
+    "hf_prefill.py": "torch",
+    "ttrl_step.py": "trl",
+    "sandbox.py": "docker",
+    "selection.py": "docker",
+}
+
+
+def test_every_script_takes_smoke() -> None:
+    assert SCRIPTS, "no perf scripts found"
+    for name in SCRIPTS:
+        assert "--smoke" in (PERF / name).read_text(), f"{name} has no --smoke size"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_script_runs_at_its_smoke_size(name: str, shared_data: Path) -> None:
+    need = NEEDS.get(name)
+    if need in ("torch", "trl"):
+        pytest.importorskip(need)
+    if need == "docker":
+        from testtime.sandbox import SandboxError
+        from testtime.sandbox.choose import open_sandbox
+
+        try:
+            open_sandbox("docker").close()
+        except SandboxError as exc:
+            pytest.skip(f"no Docker sandbox: {exc}")
+    args = [sys.executable, str(PERF / name), "--smoke"]
+    if name == "grading.py":
+        args += ["--data-dir", str(shared_data)]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=850)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip(), f"{name} printed no table"

@@ -1,0 +1,66 @@
+"""The `testtime` command. Each file here holds a group of commands (`run.py`: run, grade, list;
+`experiments.py`: ablate, report, view, export; `ttrl.py`; `sandbox.py`), `settings.py` the run settings they
+share, `flags.py` a method's and a benchmark's own flags, `display.py` what the terminal shows. A user's
+mistake is one line on stderr and exit status 2, never a traceback."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from testtime.core.errors import UserError
+
+app = typer.Typer(
+    help="Make a language model better at a set of problems at test time, without labels.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"testtime {version('testtime')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="print the version and exit")
+    ] = False,
+) -> None:
+    """Make a language model better at a set of problems at test time, without labels."""
+
+
+def _register() -> None:
+    from testtime.cli.experiments import ablate_app, export_command, report_command, view_command
+    from testtime.cli.run import grade_command, list_command, run_command, run_help
+    from testtime.cli.sandbox import sandbox_app
+    from testtime.cli.ttrl import ttrl_app
+
+    extra_args = {"allow_extra_args": True, "ignore_unknown_options": True}
+    app.command("run", context_settings=extra_args, epilog=run_help())(run_command)
+    app.command("grade", context_settings=extra_args)(grade_command)
+    app.command("list")(list_command)
+    app.add_typer(sandbox_app, name="sandbox")
+    app.add_typer(ablate_app, name="ablate")
+    app.add_typer(ttrl_app, name="ttrl")
+    app.command("report")(report_command)
+    app.command("view")(view_command)
+    app.command("export")(export_command)
+
+
+_register()
+
+
+def main(argv: list[str] | None = None) -> Any:
+    try:
+        return app(args=argv, standalone_mode=True)
+    except UserError as exc:
+        typer.secho(f"error: {exc}", fg="red", err=True)
+        sys.exit(2)

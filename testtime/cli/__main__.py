@@ -1,0 +1,5 @@
+"""`python -m testtime.cli`: the `testtime` command."""
+
+from testtime.cli import main
+
+main()

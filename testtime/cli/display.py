@@ -1,0 +1,215 @@
+"""What the terminal shows: a rich progress display that observes a run (problems, calls and rounds done
+against those planned; calls, tokens, cost and ETA from the ledger), the summary table, and the warnings a
+reader must not miss. Metric names are the summary's own (`accuracy`, `pass@1`, `maj@k`)."""
+
+from __future__ import annotations
+
+from statistics import mean
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from testtime.core.results import ResultRecord
+from testtime.evaluation.metrics import Interval
+from testtime.evaluation.summary import RunSummary, TTRLSummary
+from testtime.run.observer import ProgressPlan
+
+TRUNCATION_WARNING = 0.1  # a share of samples cut at --max-tokens that a reader must be told about
+ERROR_WARNING = 0.05  # a share of failed samples that a reader must be told about
+EXIT_ALL_FAILED = 3  # `testtime run`'s exit status when no call succeeded: nothing was measured
+console = Console(stderr=True)  # progress and status
+results_console = Console()  # results: tables a user may pipe or redirect
+
+
+class RunProgress:
+    """A `RunObserver` drawn with rich: the problem bar, and for multi-call methods the calls and rounds bars
+    (a TRT problem finishes only after all its rounds, so the problem bar alone would sit still)."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[stats]}"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=console,
+            disable=not enabled,
+            transient=False,
+        )
+        self.plan: ProgressPlan | None = None
+        self.task: TaskID | None = None
+        self.calls: TaskID | None = None
+        self.rounds: TaskID | None = None
+        self.calls_at_start = 0
+
+    def start(self, plan: ProgressPlan) -> None:
+        self.plan = plan
+        self.calls_at_start = plan.totals.calls + plan.totals.cache_hits
+        self.task = self.progress.add_task("problems", total=plan.problems, completed=plan.done, stats="")
+        if plan.planned_calls:
+            self.calls = self.progress.add_task("calls", total=plan.planned_calls, stats="")
+        if plan.rounds:
+            self.rounds = self.progress.add_task("rounds", total=plan.rounds, stats="")
+        self.progress.start()
+
+    def _stats(self) -> str:
+        assert self.plan is not None
+        t = self.plan.totals
+        cost = f"${t.cost_usd:.4f}" if t.cost_known else f"${t.cost_usd:.4f}+?"
+        return f"calls {t.calls} (cached {t.cache_hits}, errors {t.errors}) · tokens {t.tokens:,} · {cost}"
+
+    def tick(self, rounds_done: int, advance: int = 0) -> None:
+        if self.plan is None or self.task is None:
+            return
+        totals = self.plan.totals
+        self.progress.update(self.task, advance=advance, stats=self._stats())
+        if self.calls is not None:
+            self.progress.update(self.calls, completed=totals.calls + totals.cache_hits - self.calls_at_start)
+        if self.rounds is not None:
+            self.progress.update(self.rounds, completed=rounds_done)
+
+    def problem_done(self, record: ResultRecord, rounds_done: int) -> None:
+        self.tick(rounds_done, advance=1)
+
+    def stop(self) -> None:
+        self.progress.stop()
+
+
+def _ci(metric: Interval | None) -> str:
+    if metric is None:
+        return "not measured"
+    return f"{metric.mean:.3f}  [{metric.ci_low:.3f}, {metric.ci_high:.3f}]"
+
+
+def summary_table(summary: RunSummary, title: str) -> Table:
+    table = Table(title=title, show_header=False)
+    table.add_column("metric", style="bold")
+    table.add_column("value")
+    table.add_row("problems", str(summary.problems))
+    table.add_row("accuracy (95% CI)", _ci(summary.accuracy))
+    if summary.pass_at_1 is not None:
+        table.add_row("pass@1 (mean over the final samples)", _ci(summary.pass_at_1))
+    for k, value in (summary.maj_at_k or {}).items():
+        table.add_row(f"maj@{k}", f"{value:.3f}")
+    for label, rate in (
+        ("no answer rate", summary.no_answer_rate),
+        ("truncation rate", summary.truncation_rate),
+        ("error rate", summary.error_rate),
+    ):
+        if rate is not None:
+            table.add_row(label, f"{rate:.3f}")
+    if summary.rounds:
+        table.add_row("accuracy by round", " ".join(f"{v:.2f}" for v in summary.rounds.accuracy))
+        table.add_row("oracle coverage by round", " ".join(f"{v:.2f}" for v in summary.rounds.coverage))
+        if summary.same_budget_majority_n:
+            table.add_row("same-budget baseline", f"--method majority --n {summary.same_budget_majority_n}")
+    if summary.ttrl is not None:
+        _ttrl_rows(table, summary.ttrl)
+    for label, counts in (
+        ("predictions by status", summary.prediction_status),
+        ("samples by status", summary.sample_status),
+    ):
+        if counts:
+            table.add_row(label, ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    if summary.grader:
+        table.add_row("grader", summary.grader)
+    if summary.errata_problems:
+        table.add_row("on the upstream errata list", ", ".join(summary.errata_problems))
+    ledger = summary.ledger
+    table.add_row("model calls (paid / cached)", f"{ledger.calls} / {ledger.cache_hits}")
+    table.add_row("tokens (prompt + completion)", f"{ledger.prompt_tokens:,} + {ledger.completion_tokens:,}")
+    cost = (
+        f"${ledger.cost_usd:.4f}"
+        if ledger.cost_usd is not None
+        else f"unknown (≥ ${ledger.known_cost_usd:.4f}: some prices unknown)"
+    )
+    table.add_row("cost", cost)
+    if ledger.sandbox_seconds:
+        table.add_row("sandbox seconds (selection)", f"{ledger.sandbox_seconds:.1f}")
+    if ledger.train_steps:
+        flops = f"{ledger.train_flops:.2e}" if ledger.train_flops is not None else "unknown"
+        table.add_row("training (steps, tokens, FLOPs est.)", f"{ledger.train_steps}, {ledger.train_tokens:,}, {flops}")
+    if summary.calls_per_problem is not None:
+        table.add_row("model calls per problem", f"{summary.calls_per_problem:.1f}")
+    if summary.retried_problems:
+        table.add_row("problems asked again (failed samples)", str(summary.retried_problems))
+    if summary.wall_s is not None:
+        table.add_row("wall time", f"{summary.wall_s:.1f} s")
+    return table
+
+
+def _ttrl_rows(table: Table, ttrl: TTRLSummary) -> None:
+    """Before beside after (TTRL): the accuracy rows above are the trained model's."""
+    table.add_row("ttrl: pass@1 before training", _ci(ttrl.pass_at_1_before))
+    table.add_row("ttrl: pass@1 after training", _ci(ttrl.pass_at_1_after))
+    table.add_row("ttrl: gain (paired, 95% CI)", _ci(ttrl.pass_at_1_gain))
+    if ttrl.greedy_before is not None and ttrl.greedy_after is not None:
+        table.add_row("ttrl: greedy before → after", f"{ttrl.greedy_before:.3f} → {ttrl.greedy_after:.3f}")
+    for k, value in ttrl.maj_at_k_before.items():
+        table.add_row(f"ttrl: base maj@{k} (same samples)", f"{value:.3f}")
+    compute = ttrl.compute
+    if compute is not None:
+        flops = f", {compute.train_flops:.2g} training FLOPs" if compute.train_flops else ""
+        table.add_row("ttrl: tokens per problem (training + answer)", f"{compute.tokens_per_problem:,.0f}{flops}")
+        same = compute.base_majority_at_same_tokens
+        if same is not None:
+            capped = f" (the budget buys maj@{compute.same_tokens_k}; the base samples allow {same.k})"
+            table.add_row(
+                f"ttrl: base maj@{same.k} at the same tokens", f"{same.accuracy:.3f}{capped if same.capped else ''}"
+            )
+            table.add_row("same-tokens baseline", f"--method majority --n {compute.same_tokens_k}")
+    per_step = ttrl.per_step
+    if per_step.step:
+        table.add_row("ttrl audit: label accuracy (mean)", f"{mean(per_step.label_correct):.3f}")
+        table.add_row("ttrl audit: reward accuracy (mean)", f"{mean(per_step.reward_accuracy):.3f}")
+        if per_step.train_pass_at_k:
+            table.add_row("ttrl audit: training samples' pass@k (mean)", f"{mean(per_step.train_pass_at_k):.3f}")
+    health = ttrl.health
+    if health is not None:
+        table.add_row("ttrl audit: correct answer extinct (last visit)", f"{health.extinct_at_last_visit:.3f}")
+        windows = health.wrong_to_extinct_steps
+        went = f"{health.labels_went_wrong} prompts"
+        if windows:
+            went += f"; correct answer extinct a median {windows[len(windows) // 2]} steps later"
+        table.add_row("ttrl audit: labels that went wrong", went)
+
+
+def warnings_for(summary: RunSummary) -> list[str]:
+    """Lines a reader must not miss under the table."""
+    lines = []
+    if summary.all_failed():
+        lines.append(f"ERROR: every model call failed ({summary.ledger.calls} calls): {summary.first_error}")
+    elif (summary.error_rate or 0.0) > ERROR_WARNING:
+        lines.append(
+            f"WARNING: {summary.error_rate:.0%} of samples are errors, graded wrong "
+            f"(e.g. {summary.first_error}); `testtime run --resume DIR` asks again for every one of them"
+        )
+    truncated = summary.truncation_rate or 0.0
+    if truncated > TRUNCATION_WARNING:
+        lines.append(
+            f"WARNING: {truncated:.0%} of samples stopped at --max-tokens before they finished: reasoning was cut "
+            "and answers lost. Raise --max-tokens (reasoning models need thousands)."
+        )
+    if summary.graded_on_public_tests_only:
+        lines.append(
+            f"WARNING: {summary.graded_on_public_tests_only} problems were graded on their PUBLIC tests "
+            "only (no private tests in the data). Selectors may have used those same tests: these scores "
+            "are optimistic and not comparable with official LiveCodeBench numbers."
+        )
+    return lines
+
+
+def print_warnings(summary: RunSummary) -> None:
+    for line in warnings_for(summary):
+        console.print(f"[bold yellow]{escape(line)}[/bold yellow]", soft_wrap=True)

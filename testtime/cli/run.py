@@ -1,0 +1,178 @@
+"""`testtime run`, `testtime grade` and `testtime list`. Heavy libraries load only when a command needs them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from testtime.cli.settings import SharedFlags, run_settings
+from testtime.core.errors import UserError
+
+Opt = typer.Option
+
+
+def run_help() -> str:
+    """Each method's and benchmark's own flags, for the epilog of `run --help`."""
+    from testtime.benchmarks import BENCHMARKS, load_benchmarks
+    from testtime.cli.flags import help_text
+    from testtime.methods import METHODS, load_methods
+
+    load_methods(), load_benchmarks()
+    owners = {f"--method {name}": METHODS.get(name).Options for name in METHODS.names()}  # type: ignore[attr-defined]
+    owners |= {f"--bench {name}": BENCHMARKS.get(name).Options for name in BENCHMARKS.names()}  # type: ignore[attr-defined]
+    return help_text(owners)
+
+
+@run_settings()
+def run_command(
+    ctx: typer.Context,
+    method: Annotated[str, Opt(help="single | majority | trt | rsa | ttrl (see `testtime list`)")] = "majority",
+    method_opt: Annotated[list[str] | None, Opt("--method-opt", help="method option KEY=VALUE, repeatable")] = None,
+    selector: Annotated[
+        str | None, Opt(help="majority | exclusivity | execution (default: by method and domain)")
+    ] = None,
+    selector_opt: Annotated[list[str] | None, Opt("--selector-opt", help="selector option KEY=VALUE")] = None,
+    out: Annotated[Path | None, Opt(help="run directory (default runs/<time>-<method>-<bench>-<model>)")] = None,
+    resume: Annotated[
+        Path | None,
+        Opt(help="continue a killed or stopped run; budgets, --api-base, timeout and concurrency may change"),
+    ] = None,
+    replay: Annotated[Path | None, Opt(help="re-score a run from its cache, making no model call")] = None,
+    no_retry_errors: Annotated[
+        bool, Opt("--no-retry-errors", help="with --resume: keep failed samples as they are instead of asking again")
+    ] = False,
+    *,
+    flags: SharedFlags,
+) -> None:
+    """Run a method on a benchmark; manifest, results, ledger, cache, trace and summary go to a run directory.
+
+    A method's and a benchmark's own flags (trt's --rounds/-T, --rollouts/-K; ttrl's --preset, --steps;
+    lcb-v6's --release, --difficulty) are listed below. ttrl trains the local model on the problems
+    (label-free) and evaluates it before and after; try `--method ttrl --preset cpu` on the embedded model.
+    """
+    from testtime.cli.display import (
+        EXIT_ALL_FAILED,
+        RunProgress,
+        console,
+        print_warnings,
+        results_console,
+        summary_table,
+    )
+    from testtime.cli.flags import run_options
+    from testtime.run import lifecycle
+    from testtime.run.execute import execute
+    from testtime.run.settings import ResumeChanges
+
+    if resume and replay:
+        raise UserError("use either --resume or --replay, not both")
+    if resume:
+        changes = {k: getattr(flags, k) for k in ("max_cost", "max_tokens_total", "api_key_env")}
+        if flags.api_base:
+            changes["api_base"] = flags.settings("single", {}).api_base
+        if ctx.get_parameter_source("request_timeout").name == "COMMANDLINE":
+            changes["request_timeout"] = flags.request_timeout
+        if ctx.get_parameter_source("concurrency").name == "COMMANDLINE":
+            changes["concurrency"] = flags.concurrency
+        run = lifecycle.resume(resume, ResumeChanges(**changes))
+    elif replay:
+        run = lifecycle.replay(replay)
+    else:
+        method_options, bench_flags = run_options(
+            method, flags.bench, ctx.args, method_opt or [], selector, selector_opt or []
+        )
+        settings = flags.settings(method, method_options, bench_options=bench_flags)
+        run = lifecycle.create(settings, out)
+    for note in run.notes:
+        console.print(f"[yellow]{escape(note)}[/yellow]", soft_wrap=True)
+    console.print(f"run directory: [bold]{run.path}[/bold]", soft_wrap=True)
+    try:
+        summary = execute(run, RunProgress(enabled=flags.progress), retry_errors=not no_retry_errors)
+    except KeyboardInterrupt:
+        console.print(
+            f"[yellow]interrupted.[/yellow] Finished problems are saved; continue with:\n"
+            f"  testtime run --resume {run.path}",
+            soft_wrap=True,  # a wrapped command cannot be pasted
+        )
+        raise typer.Exit(130) from None
+    results_console.print(summary_table(summary, f"{summary.method} on {summary.bench} · {summary.model}"))
+    print_warnings(summary)
+    if summary.stopped:
+        console.print(
+            f"[yellow]stopped: {summary.stopped}.[/yellow] Continue with a larger budget:\n"
+            f"  testtime run --resume {run.path} --max-cost X --max-tokens-total N",
+            soft_wrap=True,
+        )
+    console.print(f"summary: {run.directory.summary_path}", soft_wrap=True)
+    if summary.all_failed():
+        raise typer.Exit(EXIT_ALL_FAILED)
+
+
+def grade_command(
+    ctx: typer.Context,
+    bench: Annotated[str, Opt(help="benchmark whose references grade the predictions")],
+    predictions: Annotated[Path, Opt(help='JSONL of {"id", "prediction"}: an answer or a whole completion')],
+    data_dir: Annotated[str | None, Opt(help="folder with <bench>.jsonl (or $TESTTIME_DATA_DIR)")] = None,
+    bench_opt: Annotated[list[str] | None, Opt("--bench-opt", help="benchmark option KEY=VALUE")] = None,
+    as_json: Annotated[bool, Opt("--json", help="print one JSON object")] = False,
+    out: Annotated[Path | None, Opt(help="also write the JSON summary to this file")] = None,
+) -> None:
+    """Grade predictions from any system with this project's grader (the benchmark's own flags apply)."""
+    from testtime.cli.display import console, print_warnings, results_console, summary_table
+    from testtime.cli.flags import bench_flags
+    from testtime.core.options import parse_options
+    from testtime.evaluation.summary import RunSummary
+    from testtime.run.grading import grade_predictions
+
+    options = {**parse_options(bench_opt or [], "--bench-opt"), **bench_flags(bench, ctx.args)}
+    report = grade_predictions(bench, predictions, data_dir, options)
+    if out is not None:
+        out.write_text(json.dumps(report, indent=2) + "\n")
+    if as_json:
+        typer.echo(json.dumps(report))
+        return
+    summary = RunSummary.model_validate(report["summary"])
+    results_console.print(summary_table(summary, f"{bench}: {predictions}"))
+    print_warnings(summary)
+    if report["missing"]:
+        console.print(f"[yellow]{len(report['missing'])} problems of {bench} have no prediction[/yellow]")
+
+
+def list_command() -> None:
+    """List methods (with their default selector per domain), benchmarks, model providers and aliases."""
+    from rich.table import Table
+
+    from testtime.benchmarks import BENCHMARKS, load_benchmarks
+    from testtime.cli.display import results_console
+    from testtime.methods import METHODS, SelectorChoice, load_methods
+    from testtime.models import DEFAULT_MODEL, MODELS, load_backends
+    from testtime.models.hf import EMBEDDED
+    from testtime.selectors import SELECTORS, load_selectors
+
+    load_benchmarks(), load_methods(), load_backends(), load_selectors()
+    table = Table("kind", "name", "default selector", "what")
+    for name, text in METHODS.describe().items():
+        method = METHODS.get(name)
+        selects = issubclass(method.Options, SelectorChoice)  # type: ignore[attr-defined]
+        defaults = method.default_selectors.items() if selects else ()  # type: ignore[attr-defined]
+        table.add_row("method", name, "\n".join(f"{d}: {s}" for d, s in defaults) or "-", escape(text))
+    for kind, registry in (("selector", SELECTORS), ("benchmark", BENCHMARKS), ("model provider", MODELS)):
+        for name, text in registry.describe().items():
+            table.add_row(kind, name, "", escape(text))
+    for alias, (_, gguf, requirement) in EMBEDDED.items():
+        embedded = "embedded default, " if f"hf:{alias}" == DEFAULT_MODEL else ""
+        table.add_row("model alias", f"hf:{alias}", "", f"{embedded}{gguf} from {requirement}")
+    results_console.print(table)
+    owners = [(f"method {n}", METHODS.get(n).Options, "--method-opt") for n in METHODS.names()]  # type: ignore[attr-defined]
+    owners += [(f"selector {n}", SELECTORS.get(n).Options, "--selector-opt") for n in SELECTORS.names()]  # type: ignore[attr-defined]
+    owners += [(f"benchmark {n}", BENCHMARKS.get(n).Options, "--bench-opt") for n in BENCHMARKS.names()]  # type: ignore[attr-defined]
+    for owner, options, flag in owners:
+        rows = [row for row in options.help_rows() if row[0] != "selector_options"]
+        if rows:
+            listing = Table("option (flags)", "default", "what", title=f"{owner}: {flag} KEY=VALUE")
+            for label, default, text in rows:
+                listing.add_row(escape(label), escape(default), escape(text))
+            results_console.print(listing)

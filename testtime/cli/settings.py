@@ -1,0 +1,134 @@
+"""The run settings every command shares, declared once: `@run_settings()` adds these flags to a command
+(`run`, `ablate depth-width`, `ttrl controls`, later `serve`), and hands the command one `SharedFlags` in
+place of twenty parameters. A command may leave some out or change a default (`ttrl controls` evaluates at
+concurrency 64), never redeclare one."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError
+
+from testtime.core.errors import UserError, first_error
+from testtime.core.options import parse_options
+from testtime.models import DEFAULT_MODEL
+from testtime.run.settings import RunSettings, api_bases
+
+Opt = typer.Option
+
+# name → (annotation with its flag and help, default). Order is the order --help lists them in.
+SHARED: dict[str, tuple[Any, Any]] = {
+    "bench": (
+        Annotated[str, Opt(help="aime24 | aime25 | amc23 | math500 | arith | pyfunc | lcb-v6 (see `testtime list`)")],
+        "arith",
+    ),
+    "model": (
+        Annotated[str, Opt(help="hf:<path|alias>, litellm:<provider/model>, openai:<model>, vllm:<path>, fake:...")],
+        DEFAULT_MODEL,
+    ),
+    "n": (Annotated[int | None, Opt(help="samples per problem (majority, default 8; ttrl: evaluation samples)")], None),
+    "limit": (Annotated[int | None, Opt(help="only the first N problems")], None),
+    "seed": (Annotated[int, Opt(help="base seed; every sample derives its own")], 0),
+    "temperature": (Annotated[float | None, Opt(help="0 = greedy (default 0.7)")], None),
+    "top_p": (Annotated[float | None, Opt(help="nucleus sampling (default 1.0)")], None),
+    "max_tokens": (Annotated[int | None, Opt(help="max new tokens per sample (default 512)")], None),
+    "concurrency": (
+        Annotated[int, Opt(help="model calls in flight (also the local batch size: 64 suits hf: on CPU)")],
+        16,
+    ),
+    "data_dir": (
+        Annotated[str | None, Opt(help="folder with <bench>.jsonl (or $TESTTIME_DATA_DIR); default: the hub")],
+        None,
+    ),
+    "bench_opt": (Annotated[list[str] | None, Opt("--bench-opt", help="benchmark option KEY=VALUE, repeatable")], None),
+    "api_base": (
+        Annotated[
+            list[str] | None,
+            Opt(
+                help="OpenAI-compatible server URL (litellm:, openai:); repeat it, or name a file of URLs, for a fleet"
+            ),
+        ],
+        None,
+    ),
+    "api_key_env": (Annotated[str | None, Opt(help="env var holding the API key (never written to disk)")], None),
+    "request_timeout": (
+        Annotated[float, Opt(help="seconds one attempt of a model call may take, then retried")],
+        600.0,
+    ),
+    "sandbox": (Annotated[str, Opt(help="code benchmarks: auto | docker | bwrap (never the bare host)")], "auto"),
+    "max_cost": (Annotated[float | None, Opt(help="stop cleanly at this spend (USD); resume with a larger one")], None),
+    "max_tokens_total": (Annotated[int | None, Opt(help="stop cleanly at this many tokens; resumable")], None),
+    "quiet": (Annotated[bool, Opt(help="no progress display")], False),
+}
+
+
+@dataclass(frozen=True)
+class SharedFlags:
+    """The shared flags as given; `settings(...)` turns them into the run's `RunSettings`."""
+
+    values: dict[str, Any]
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self.values[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def bench_options(self, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        return {**parse_options(self.values.get("bench_opt") or [], "--bench-opt"), **(extra or {})}
+
+    def settings(self, method: str, method_options: dict[str, Any], **overrides: Any) -> RunSettings:
+        """The run's settings: these flags, the method and its options, and what the command fixes itself."""
+        given = {k: v for k, v in self.values.items() if k in RunSettings.model_fields}
+        given["bench_options"] = self.bench_options(overrides.pop("bench_options", None))
+        given["api_base"] = api_bases(self.values.get("api_base"))
+        try:
+            return RunSettings(**{**given, **overrides}, method=method, method_options=method_options)
+        except ValidationError as exc:
+            where, message = first_error(exc)
+            raise UserError(f"--{where.replace('_', '-')}: {message}") from None
+
+    @property
+    def progress(self) -> bool:
+        import sys
+
+        return not self.values.get("quiet") and sys.stderr.isatty()
+
+
+def run_settings(
+    exclude: tuple[str, ...] = (), defaults: dict[str, Any] | None = None
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Add the shared flags (but `exclude`) to a typer command whose last parameter is `flags: SharedFlags`."""
+
+    def wrap(command: Callable[..., Any]) -> Callable[..., Any]:
+        own = [p for name, p in inspect.signature(command, eval_str=True).parameters.items() if name != "flags"]
+        shared = []
+        for name, (annotation, default) in SHARED.items():
+            if name in exclude:
+                continue
+            shared.append(
+                inspect.Parameter(
+                    name,
+                    inspect.Parameter.KEYWORD_ONLY,
+                    default=(defaults or {}).get(name, default),
+                    annotation=annotation,
+                )
+            )
+
+        added = {p.name for p in shared}
+
+        @functools.wraps(command)
+        def with_flags(*args: Any, **kwargs: Any) -> Any:
+            values = {name: kwargs.pop(name) for name in added if name in kwargs}
+            return command(*args, flags=SharedFlags(values), **kwargs)
+
+        with_flags.__signature__ = inspect.Signature([*own, *shared])  # type: ignore[attr-defined]
+        with_flags.__annotations__ = {p.name: p.annotation for p in [*own, *shared]}
+        return with_flags
+
+    return wrap

@@ -1,0 +1,142 @@
+"""The run summary (`summary.json`): a typed, versioned record of what a run measured.
+
+What was not measured is `null`, never 0: accuracy when no sample succeeded (every call failed) or no
+problem carries a label, cost when any paid call had no known price. Metric names are one per quantity,
+here and everywhere they are shown: `accuracy` (the method's final answer), `pass@1` (the mean accuracy of
+the final samples, avg@k; for TRT and RSA the last round's), `maj@k` (a majority vote over k samples).
+The run directory reads and writes it (`run.directory`); files written before the schema was versioned are
+read through `run.migrate`.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from testtime.core.ledger import LedgerTotals
+from testtime.evaluation.metrics import Interval
+
+SUMMARY_SCHEMA_VERSION = 2
+
+
+class SummaryRecord(BaseModel):
+    """Summary parts: field names with an `@` are written by their alias (`pass@1`), read by either."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, serialize_by_alias=True)
+
+
+class LedgerSummary(SummaryRecord):
+    calls: int = 0  # model calls that reached a backend (paid), cache hits excluded
+    cache_hits: int = 0
+    errors: int = 0
+    retries: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    tokens: int = 0
+    cost_usd: float | None = None  # None: some paid call had no known price
+    known_cost_usd: float = 0.0  # the part of the cost whose prices are known (a lower bound when cost_usd is None)
+    model_seconds: float = 0.0
+    sandbox_seconds: float = 0.0
+    train_steps: int = 0
+    train_tokens: int = 0
+    train_flops: float | None = None  # None: no training step (an estimate when present, never measured)
+    train_seconds: float = 0.0
+
+    @classmethod
+    def of(cls, totals: LedgerTotals) -> LedgerSummary:
+        values = {k: v for k, v in totals.as_dict().items() if k in cls.model_fields}
+        values["cost_usd"] = totals.cost_usd if totals.cost_known else None
+        values["known_cost_usd"] = totals.cost_usd
+        values["train_flops"] = totals.train_flops if totals.train_steps else None
+        return cls.model_validate(values)
+
+
+class RoundsSummary(SummaryRecord):
+    """Per round (TRT) or step (RSA), averaged over problems, from the sealed references."""
+
+    accuracy: list[float]  # the round's selected answer was correct
+    coverage: list[float]  # some rollout so far was correct (what a perfect selector could reach)
+    pass_at_1: list[float] = Field(alias="pass@1")  # the mean accuracy of the round's rollouts
+
+
+class SameTokensMajority(SummaryRecord):
+    k: int
+    capped: bool  # the base evaluation has fewer samples than the budget buys
+    accuracy: float
+
+
+class TTRLCompute(SummaryRecord):
+    rollout_tokens: int
+    train_tokens: int
+    train_flops: float
+    tokens_per_problem: float
+    base_tokens_per_answer: float | None = None
+    same_tokens_k: int | None = None
+    base_majority_at_same_tokens: SameTokensMajority | None = None
+
+
+class TTRLPerStep(SummaryRecord):
+    step: list[int] = []
+    label_correct: list[float] = []
+    reward_accuracy: list[float] = []
+    ground_truth_ratio: list[float] = []
+    train_pass_at_k: list[float] = Field(default=[], alias="train_pass@k")
+    extinction: list[float] = []
+
+
+class TTRLHealth(SummaryRecord):
+    extinct_at_last_visit: float
+    labels_went_wrong: int
+    wrong_to_extinct_steps: list[int]
+
+
+class TTRLSummary(SummaryRecord):
+    pass_at_1_before: Interval = Field(alias="pass@1_before")
+    pass_at_1_after: Interval = Field(alias="pass@1_after")
+    pass_at_1_gain: Interval = Field(alias="pass@1_gain")  # paired by problem
+    greedy_before: float | None = None
+    greedy_after: float | None = None
+    maj_at_k_before: dict[str, float] = Field(default={}, alias="maj@k_before")
+    per_step: TTRLPerStep = TTRLPerStep()
+    health: TTRLHealth | None = None
+    compute: TTRLCompute | None = None
+
+
+class RunSummary(SummaryRecord):
+    schema_version: int = SUMMARY_SCHEMA_VERSION
+    method: str = ""
+    bench: str = ""
+    model: str = ""
+    n: int | None = None  # samples per problem the method drew (the manifest's effective n)
+    problems: int
+    labelled: int = 0  # problems with a reference to grade against
+    accuracy: Interval | None = None  # None: nothing measured (no sample succeeded, or no labels)
+    pass_at_1: Interval | None = Field(default=None, alias="pass@1")
+    maj_at_k: dict[str, float] | None = Field(default=None, alias="maj@k")
+    samples: int = 0
+    no_answer_rate: float | None = None
+    truncation_rate: float | None = None
+    error_rate: float | None = None
+    first_error: str | None = None
+    rounds: RoundsSummary | None = None
+    same_budget_majority_n: int | None = None  # majority at the same solver rollouts (TRT, RSA, TTRL's tokens)
+    ttrl: TTRLSummary | None = None
+    prediction_status: dict[str, int] = {}
+    sample_status: dict[str, int] = {}
+    graded_on_public_tests_only: int = 0
+    errata_problems: list[str] = []
+    grader: str | None = None  # code: lenient | official
+    ledger: LedgerSummary = LedgerSummary()
+    calls_per_problem: float | None = None
+    wall_s: float | None = None
+    replay: bool = False
+    complete: bool = True
+    stopped: str | None = None  # the budget that stopped the run
+    retried_problems: int = 0
+
+    @property
+    def measured(self) -> bool:
+        return self.accuracy is not None
+
+    def all_failed(self) -> bool:
+        """No call that reached a backend succeeded (and some did): the run measured nothing."""
+        return self.ledger.calls > 0 and self.ledger.errors == self.ledger.calls and self.first_error is not None

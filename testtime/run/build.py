@@ -1,0 +1,88 @@
+"""Build what a run needs from its settings — benchmark, method, model, problems, sandbox — before anything
+is written, so bad input leaves no trace; and the method's plan (what each kind of call will send)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from testtime.benchmarks import BENCHMARKS, Benchmark, SealedReferences, load_benchmarks
+from testtime.core.errors import UserError
+from testtime.core.model import LanguageModel
+from testtime.core.records import Problem
+from testtime.methods import METHODS, Method, load_methods
+from testtime.models import resolve_model
+from testtime.run.manifest import Effective
+from testtime.run.settings import RunSettings
+from testtime.sandbox import Sandbox
+from testtime.sandbox.choose import CHOICES, open_sandbox
+
+
+def build_benchmark(settings: RunSettings) -> Benchmark:
+    load_benchmarks()
+    return BENCHMARKS.get(settings.bench)(data_dir=settings.data_dir, **settings.bench_options)
+
+
+def build_method(settings: RunSettings) -> Method:
+    load_methods()
+    return METHODS.get(settings.method)(**settings.method_options)
+
+
+def load_problems(benchmark: Benchmark, limit: int | None) -> tuple[list[Problem], SealedReferences]:
+    problems, references = benchmark.load()
+    return (problems[:limit] if limit else problems), references
+
+
+@dataclass
+class RunParts:
+    benchmark: Benchmark
+    method: Method
+    model: LanguageModel | None  # None in replay: only the cache answers
+    problems: list[Problem]
+    references: SealedReferences
+    sandbox: Sandbox | None = None  # code benchmarks: grading and execution-based selection run here
+
+    def effective(self, settings: RunSettings) -> Effective:
+        """What the run will use: the method's sampling per kind of call, its samples per problem."""
+        domain = self.benchmark.domain
+        return Effective(
+            n=self.method.effective_n(settings.n),
+            sampling=self.method.sampling(domain, settings.sampling()),
+            problems=len(self.problems),
+            planned_calls_per_problem=self.method.planned_calls(domain, settings.n),
+        )
+
+    def close(self) -> None:
+        self.benchmark.close()  # the benchmark holds the sandbox it grades in
+
+
+def check_run_flags(settings: RunSettings, method: Method) -> None:
+    """A generic flag the method would ignore is a mistake, not a setting: say what to use instead."""
+    for flag in ("n", "temperature", "top_p", "max_tokens"):
+        if getattr(settings, flag) is not None and flag not in method.run_flags:
+            hint = method.flag_hints.get(flag, "")
+            spelled = "--" + flag.replace("_", "-")
+            raise UserError(f"--method {method.name} does not use {spelled}" + (f": {hint}" if hint else ""))
+
+
+def build_parts(settings: RunSettings, replay: bool = False) -> RunParts:
+    """Everything a run needs, built before anything is written, so bad input leaves no trace."""
+    benchmark, method = build_benchmark(settings), build_method(settings)
+    method.check_model(settings.model)
+    method.prepare(benchmark.domain, benchmark.name)  # its selector: a bad --selector or --selector-opt fails here
+    problems, references = load_problems(benchmark, settings.limit)
+    model = None
+    if not replay:
+        model = resolve_model(
+            settings.model,
+            api_base=settings.api_base,
+            api_key_env=settings.api_key_env,
+            max_batch=settings.concurrency,
+            request_timeout_s=settings.request_timeout,
+        )
+    sandbox = None
+    if benchmark.needs_sandbox:
+        if settings.sandbox not in CHOICES:
+            raise UserError(f"--sandbox must be one of {', '.join(CHOICES)}, not '{settings.sandbox}'")
+        sandbox = open_sandbox(settings.sandbox)
+        benchmark.sandbox = sandbox
+    return RunParts(benchmark, method, model, problems, references, sandbox)

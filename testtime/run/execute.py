@@ -1,0 +1,161 @@
+"""Run an opened run (`lifecycle`): solve every problem not yet done, grade as results arrive, summarise.
+
+The method sees problems and a context only. Grading happens here, as each problem's result streams out,
+with the sealed references the method never receives. Results, ledger and cache live in the run directory,
+so `--resume` continues a killed run and `--replay` re-scores from the cache with no model call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from testtime.core.cache import CompletionCache
+from testtime.core.checkpoint import RoundCheckpoints
+from testtime.core.errors import BudgetExhausted
+from testtime.core.ledger import Ledger, read_entries
+from testtime.core.results import ResultRecord
+from testtime.core.rollout import RetryPolicy, RolloutEngine
+from testtime.core.trace import Trace
+from testtime.evaluation.scoring import score, summarize
+from testtime.evaluation.summary import RunSummary
+from testtime.evaluation.ttrl_compute import ttrl_compute
+from testtime.methods import MethodContext, PerProblem
+from testtime.run.lifecycle import OpenRun
+from testtime.run.observer import ProgressPlan, QuietObserver, RunObserver
+
+
+def _failed_round(record: ResultRecord) -> int | None:
+    """The first round (TRT, RSA) or 0 (single-shot methods) in which a sample of this result failed."""
+    failed = [r.round for r in record.rounds if any(c.error for c in r.candidates)]
+    if failed:
+        return min(failed)
+    return 0 if any(c.error for c in record.candidates) else None
+
+
+def execute(run: OpenRun, observer: RunObserver | None = None, retry_errors: bool = True) -> RunSummary:
+    """Solve every problem not yet in results.jsonl, grade as results arrive, write summary.json. With
+    `retry_errors` (a resume's default), problems with failed samples are solved again: every sample that
+    succeeded comes back from the cache, every failed one is asked for again (its attempts stay in the
+    ledger), multi-round methods restart at the first round that had a failure."""
+    observer = observer or QuietObserver()
+    settings, parts, directory = run.settings, run.parts, run.directory
+    method, problems = parts.method, parts.problems
+    done = directory.read_results()
+    checkpoints = RoundCheckpoints(directory.rounds_path)
+    retried = 0
+    if retry_errors and run.replay_of is None and isinstance(method, PerProblem):  # TTRL trains on the whole set
+        for record in list(done):
+            first = _failed_round(record)
+            if first is not None:
+                checkpoints.forget(record.problem_id, first)
+                done.remove(record)
+                retried += 1
+    directory.rewrite_results(done)
+    done_ids = {r.problem_id for r in done}
+    todo = [p for p in problems if p.id not in done_ids]
+    cache = CompletionCache((run.replay_of or directory).cache_path)
+    ledger = Ledger(directory.ledger_path)
+    engine = RolloutEngine(
+        parts.model,
+        model_name=settings.model,
+        cache=cache,
+        ledger=ledger,
+        concurrency=settings.concurrency,
+        retry=RetryPolicy(call_timeout_s=settings.request_timeout),
+        max_cost_usd=settings.max_cost,
+        max_tokens_total=settings.max_tokens_total,
+        trace=Trace(directory.path),
+    )
+    effective = run.manifest.effective
+    ctx = MethodContext(
+        checkpoints=checkpoints,
+        engine=engine,
+        params=settings.sampling(),
+        prompt=parts.benchmark.prompt,
+        n=settings.n,
+        seed=settings.seed,
+        sandbox=parts.sandbox,
+        workdir=directory.path,
+        sampling=dict(effective.sampling) if effective else {},
+    )
+    started = time.perf_counter()
+    stopped = None
+    per_problem = method.planned_calls(parts.benchmark.domain, settings.n)
+    rounds = method.planned_rounds()
+    observer.start(
+        ProgressPlan(
+            problems=len(problems),
+            done=len(done),
+            totals=ledger.totals,
+            planned_calls=per_problem * len(todo) if per_problem else None,
+            rounds=rounds * len(problems) if rounds else None,
+        )
+    )
+    try:
+        asyncio.run(_solve(run, todo, ctx, observer, checkpoints))
+    except BudgetExhausted as exc:
+        stopped = str(exc)  # finished problems are saved; a resume with a larger budget continues
+    except BaseException:
+        run.release()
+        raise
+    finally:
+        observer.stop()
+        ledger.close()
+        engine.trace.close()
+        cache.close()
+        parts.close()
+    records = directory.read_results()
+    extra = {}
+    if parts.benchmark.domain == "code":
+        extra["grader"] = parts.benchmark.describe().get("grader", "lenient")
+    summary = summarize(
+        records,
+        ledger.totals,
+        seed=settings.seed,
+        method=settings.method,
+        bench=settings.bench,
+        model=settings.model,
+        n=effective.n if effective else settings.n,
+        wall_s=time.perf_counter() - started,
+        replay=run.replay_of is not None,
+        complete=len(records) == len(problems),
+        stopped=stopped,
+        retried_problems=retried,
+        **extra,
+    )
+    if summary.ttrl is not None:  # on the compute frontier: the base model's majority at the same tokens
+        compute = ttrl_compute(read_entries(directory.ledger_path), records, settings.seed)
+        summary = summary.model_copy(
+            update={
+                "ttrl": summary.ttrl.model_copy(update={"compute": compute}),
+                "same_budget_majority_n": compute.same_tokens_k,
+            }
+        )
+    directory.write_summary(summary)
+    run.release()
+    return summary
+
+
+async def _solve(
+    run: OpenRun, todo: list, ctx: MethodContext, observer: RunObserver, checkpoints: RoundCheckpoints
+) -> None:
+    parts = run.parts
+
+    async def refresh() -> None:
+        while True:
+            observer.tick(checkpoints.finished_rounds())
+            await asyncio.sleep(0.5)
+
+    refresher = asyncio.create_task(refresh())
+    try:
+        async for result in parts.method.stream(todo, ctx):
+            # Grading may run programs in the sandbox: off the event loop, so sampling carries on meanwhile.
+            grading = await asyncio.to_thread(score, parts.benchmark, result, parts.references[result.problem_id])
+            record = ResultRecord.of(result, grading)
+            run.directory.append_result(record)
+            observer.problem_done(record, checkpoints.finished_rounds())
+    finally:
+        refresher.cancel()
+        if parts.model is not None:
+            await parts.model.aclose()

@@ -1,0 +1,137 @@
+"""The one place a run directory is created or opened: a new run, a resume (with changed budgets, a new
+server, another timeout or concurrency), a replay, or a sub-run that is created the first time and resumed
+after (ablate, `ttrl controls`, the miniature). Each returns an `OpenRun` that `execute` runs; new kinds of
+run (served, streamed) open here too, as another `kind` of manifest.
+
+A directory has one writer at a time: opening it for writing takes a lock (released when the process ends,
+kill -9 included), and a second writer is refused with the holder's pid.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from testtime.core.errors import UserError
+from testtime.run.build import RunParts, build_parts, check_run_flags
+from testtime.run.directory import RunDir, default_run_path
+from testtime.run.manifest import Resumed, RunManifest, now
+from testtime.run.settings import ResumeChanges, RunSettings, versions
+
+LOCK = ".lock"
+
+
+@dataclass
+class OpenRun:
+    """A run directory opened for writing, with everything built to run in it."""
+
+    directory: RunDir
+    manifest: RunManifest
+    parts: RunParts
+    replay_of: RunDir | None = None  # a replay: the run whose cache answers every call
+    notes: list[str] = field(default_factory=list)  # what opening did that a user should read (an upgrade)
+    lock: IO[str] | None = None
+
+    @property
+    def settings(self) -> RunSettings:
+        return self.manifest.run
+
+    @property
+    def path(self) -> Path:
+        return self.directory.path
+
+    def release(self) -> None:
+        """Give up the directory's lock (the run is finished with it); another writer may open it now."""
+        if self.lock is not None:
+            self.lock.close()
+            self.lock = None
+
+
+def create(settings: RunSettings, out: Path | None, runs_root: Path = Path("runs")) -> OpenRun:
+    """A new run: everything that can fail on bad input is built first, then the directory and manifest."""
+    parts = build_parts(settings)
+    try:
+        check_run_flags(settings, parts.method)
+        directory = RunDir.create(out or default_run_path(runs_root, settings.method, settings.bench, settings.model))
+        lock = _lock(directory)
+    except BaseException:
+        parts.close()
+        raise
+    manifest = RunManifest(
+        run=settings,
+        effective=parts.effective(settings),
+        method=parts.method.describe(),
+        benchmark=parts.benchmark.describe(),
+        model=parts.model.describe() if parts.model is not None else None,
+        versions=versions(),
+    )
+    directory.write_manifest(manifest)
+    return OpenRun(directory, manifest, parts, lock=lock)
+
+
+def resume(path: Path, changes: ResumeChanges | None = None) -> OpenRun:
+    """Continue a killed or stopped run; `changes` (budgets, servers, timeout, concurrency) are recorded."""
+    directory = RunDir.open_existing(path)
+    lock = _lock(directory)
+    notes = []
+    if directory.upgrade():
+        notes.append(f"upgraded {path} to the current record schema (the files as they were: {path}/schema1/)")
+    manifest = directory.read_manifest()
+    given = (changes or ResumeChanges()).given()
+    changed = {k: v for k, v in given.items() if getattr(manifest.run, k) != v}
+    if changed:
+        settings = manifest.run.model_copy(update=changed)
+        manifest = manifest.model_copy(
+            update={"run": settings, "resumed": [*manifest.resumed, Resumed(time=now(), changed=changed)]}
+        )
+    parts = build_parts(manifest.run)
+    if manifest.effective is None:  # written before effective settings were recorded: record them now
+        manifest = manifest.model_copy(update={"effective": parts.effective(manifest.run)})
+    directory.write_manifest(manifest)
+    return OpenRun(directory, manifest, parts, notes=notes, lock=lock)
+
+
+def replay(path: Path) -> OpenRun:
+    """Re-score a run from its cache, making no model call, into a fresh folder inside it."""
+    source = RunDir.open_existing(path)
+    manifest = source.read_manifest()
+    parts = build_parts(manifest.run, replay=True)
+    directory = RunDir.create(path / f"replay-{time.strftime('%Y%m%d-%H%M%S')}")
+    lock = _lock(directory)
+    replayed = manifest.model_copy(
+        update={"effective": parts.effective(manifest.run), "model": None, "created": now(), "resumed": []}
+    )
+    directory.write_manifest(replayed)
+    return OpenRun(directory, replayed, parts, replay_of=source, lock=lock)
+
+
+def create_or_resume(settings: RunSettings, folder: Path) -> OpenRun:
+    """A sub-run of a larger job (a grid, a comparison): created the first time, resumed after with the
+    budgets `settings` carries now."""
+    if (folder / "config.json").is_file():
+        budgets = ResumeChanges(max_cost=settings.max_cost, max_tokens_total=settings.max_tokens_total)
+        return resume(folder, budgets)
+    return create(settings, folder)
+
+
+def _lock(directory: RunDir) -> IO[str]:
+    """Hold the directory's lock for this process's life (closing the file, or dying, releases it)."""
+    handle = (directory.path / LOCK).open("a+", encoding="utf-8")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "another process"
+        handle.close()
+        raise UserError(
+            f"{directory.path} is being written by process {holder}; wait for it to finish or stop it first"
+        ) from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(str(os.getpid()))
+    handle.flush()
+    return handle
