@@ -208,3 +208,26 @@ def test_cli_uses_the_papers_schedule_for_aime(testtime_cli, tmp_path, shared_da
     assert done.returncode == 0, done.stderr[-2000:]
     overrides = (out / "overrides.txt").read_text().splitlines()
     assert "trainer.total_epochs=80" in overrides and "data.train_batch_size=8" in overrides
+
+
+def test_verl_reads_the_same_typed_settings_and_accepts_code(testtime_cli, tmp_path):
+    """The trainer's vote reads every TTRL setting from the file the command writes (selector options
+    included, not only tie_policy), and a code benchmark is prepared like a math one."""
+    out = tmp_path / "code"
+    done = testtime_cli(
+        "ttrl", "verl", "--model", "/models/m", "--bench", "pyfunc", "--bench-opt", "size=8", "--out", str(out),
+        "--method-opt", "prompts_per_step=8", "--method-opt", "test_inputs=3", "--method-opt", "timeout_s=1",
+        "--method-opt", "min_majority_ratio=0.25", timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    settings = TTRLSettings.model_validate_json((out / "ttrl_settings.json").read_text())
+    assert settings.selector == "execution" and settings.selector_options == {"test_inputs": "3", "timeout_s": "1"}
+    assert settings.min_majority_ratio == 0.25
+    overrides = (out / "overrides.txt").read_text().splitlines()
+    assert f"+ttrl.settings_file={(out / 'ttrl_settings.json').resolve()}" in overrides
+
+    from testtime.methods.ttrl.verl.trainer import selector_for, settings_from_config
+
+    read = settings_from_config({"ttrl": {"settings_file": str(out / "ttrl_settings.json")}})
+    selector = selector_for(read, "code")
+    assert selector.name == "execution" and selector.options.test_inputs == 3 and selector.options.timeout_s == 1
