@@ -1,12 +1,20 @@
-"""Benchmarks, one small file each, registered by name in `BENCHMARKS`; plus metrics and scoring."""
+"""Benchmarks: registered ones by name (one small file each), and any data file or hub dataset (`dataset.py`).
+
+`benchmark_for(bench, data_dir, options)` is how a run gets one: a registered name, else a path to a
+`.jsonl`/`.json`/`.csv`/`.parquet` file, else `hf:ORG/NAME`; anything else is one line naming what exists.
+"""
 
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
+from typing import Any
 
 from testtime.benchmarks.base import BENCHMARKS, Benchmark, Grade, SealedReferences
+from testtime.benchmarks.rows import SUFFIXES
+from testtime.core.errors import UserError
 
-_MODULES = ("aime24", "aime25", "amc23", "math500", "arith", "lcb", "pyfunc")
+_MODULES = ("aime24", "aime25", "amc23", "math500", "hmmt", "arith", "lcb", "pyfunc")
 
 
 def load_benchmarks() -> None:
@@ -14,4 +22,33 @@ def load_benchmarks() -> None:
         importlib.import_module(f"testtime.benchmarks.{module}")
 
 
-__all__ = ["BENCHMARKS", "Benchmark", "Grade", "SealedReferences", "load_benchmarks"]
+def is_dataset(bench: str) -> bool:
+    """Whether `--bench` names a data file or hub dataset rather than a registered benchmark."""
+    return bench.startswith("hf:") or Path(bench).suffix.lower() in SUFFIXES
+
+
+def benchmark_for(bench: str, data_dir: str | Path | None = None, options: dict[str, Any] | None = None) -> Benchmark:
+    load_benchmarks()
+    if bench in BENCHMARKS.names():
+        return BENCHMARKS.get(bench)(data_dir=data_dir, **(options or {}))
+    if is_dataset(bench):
+        from testtime.benchmarks.dataset import Dataset
+
+        return Dataset(data_dir, source=bench, **(options or {}))
+    raise UserError(
+        f"unknown benchmark '{bench}'; registered: {', '.join(BENCHMARKS.names())}; or a data file "
+        f"({', '.join(SUFFIXES)}) or hf:ORG/NAME"
+    )
+
+
+def options_of(bench: str) -> type:
+    """The options model of what `--bench` names (for its flags and `--bench-opt` help)."""
+    load_benchmarks()
+    if bench in BENCHMARKS.names():
+        return BENCHMARKS.get(bench).Options  # type: ignore[attr-defined,no-any-return]
+    from testtime.benchmarks.dataset import DatasetOptions
+
+    return DatasetOptions
+
+
+__all__ = ["BENCHMARKS", "Benchmark", "Grade", "SealedReferences", "benchmark_for", "load_benchmarks"]

@@ -13,8 +13,8 @@ from typing import Any
 
 from pydantic import Field
 
-from testtime.benchmarks.base import BENCHMARKS, SealedReferences
-from testtime.benchmarks.math_common import MathBenchmark
+from testtime.benchmarks.base import BENCHMARKS, Benchmark, Grade, SealedReferences
+from testtime.benchmarks.dataset import grade_answer
 from testtime.core.options import Options
 from testtime.core.records import Message, Problem, Reference
 
@@ -35,9 +35,9 @@ class ArithOptions(Options):
 
 
 @BENCHMARKS.register("arith", help="synthetic seeded integer arithmetic; options digits=2 ops=+ size=32 seed=0")
-class Arith(MathBenchmark):
+class Arith(Benchmark):
     name = "arith"
-    hub_id = "(synthetic)"
+    domain = "math"
     Options = ArithOptions
     options: ArithOptions
 
@@ -58,3 +58,6 @@ class Arith(MathBenchmark):
 
     def prompt(self, problem: Problem) -> list[Message]:
         return [*FEW_SHOT, Message(role="user", content=problem.statement)]
+
+    def grade(self, prediction: str | None, reference: Reference) -> Grade:
+        return grade_answer(prediction, reference)

@@ -8,7 +8,6 @@ its fields declare (`--release`, `--difficulty`...) are checked there, with one 
 
 from __future__ import annotations
 
-import json
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
@@ -51,6 +50,7 @@ class Benchmark(ABC):
     Options: ClassVar[type[Options]] = Options  # no options unless a benchmark declares them
     needs_sandbox = False  # code benchmarks grade by running programs; the runner hands them a sandbox
     sandbox: Sandbox | None = None
+    notes: list[str] | tuple[str, ...] = ()  # what loading did that a user should read (a guessed column mapping)
 
     def __init__(self, data_dir: str | Path | None = None, **options: Any) -> None:
         self.data_dir = data_dir
@@ -75,8 +75,10 @@ class Benchmark(ABC):
     def _data_dir_text(self) -> str | None:
         return str(self.data_dir) if self.data_dir else None
 
-    def close(self) -> None:  # noqa: B027 - optional hook; only benchmarks that grade in a sandbox hold anything
+    def close(self) -> None:
         """Release what grading opened (a sandbox)."""
+        if self.sandbox is not None:
+            self.sandbox.close()
 
 
 BENCHMARKS: Registry[Benchmark] = Registry("benchmark")
@@ -93,44 +95,6 @@ def data_dir(explicit: str | Path | None) -> Path | None:
     return path
 
 
-def read_jsonl(path: Path, required: tuple[str, ...], id_field: str | None = None) -> list[dict[str, Any]]:
-    """Rows of a JSONL file, checked as they are read: UTF-8, one JSON object per line, the required fields,
-    and (with `id_field`) no id twice. Each problem is one line naming the file and line."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise UserError(f"cannot read {path}: {exc.strerror}") from None
-    rows: list[dict[str, Any]] = []
-    first_seen: dict[str, int] = {}
-    for number, data in enumerate(raw.split(b"\n"), 1):
-        try:
-            line = data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise UserError(
-                f"{path}:{number}: not valid UTF-8 (byte 0x{data[exc.start]:02x} at column {exc.start + 1})"
-            ) from None
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UserError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
-        if not isinstance(row, dict):
-            raise UserError(f"{path}:{number}: expected a JSON object")
-        missing = [k for k in required if row.get(k) in (None, "")]
-        if missing:
-            raise UserError(f"{path}:{number}: missing field(s) {', '.join(missing)}")
-        if id_field is not None:
-            key = str(row[id_field])
-            if key in first_seen:
-                raise UserError(f"{path}:{number}: duplicate {id_field} '{key}' (first on line {first_seen[key]})")
-            first_seen[key] = number
-        rows.append(row)
-    if not rows:
-        raise UserError(f"{path} holds no rows")
-    return rows
-
-
 def unique_ids(ids: list[str], source: str) -> None:
     """Two problems with one id would share one result line and one reference: refuse them."""
     seen: set[str] = set()
@@ -138,21 +102,3 @@ def unique_ids(ids: list[str], source: str) -> None:
         if pid in seen:
             raise UserError(f"{source}: problem id '{pid}' appears twice")
         seen.add(pid)
-
-
-def load_hub_rows(hub_id: str, split: str, bench: str) -> list[dict[str, Any]]:
-    """Rows of a public hub dataset (needs the `datasets` package and network)."""
-    try:
-        import datasets
-    except ImportError:
-        raise UserError(
-            f"benchmark {bench} loads hub dataset {hub_id} by default, which needs `pip install "
-            f"'testtime[hub]'`; or pass --data-dir DIR holding {bench}.jsonl"
-        ) from None
-    try:
-        return [dict(r) for r in datasets.load_dataset(hub_id, split=split)]
-    except Exception as exc:  # noqa: BLE001 - offline, gated, renamed: all mean "use --data-dir"
-        raise UserError(
-            f"cannot load hub dataset {hub_id} for {bench} ({type(exc).__name__}); "
-            f"pass --data-dir DIR holding {bench}.jsonl"
-        ) from None

@@ -17,27 +17,14 @@ from typing import Any, Literal
 
 from pydantic import ValidationInfo, field_validator
 
-from testtime.benchmarks.base import BENCHMARKS, SealedReferences, data_dir, read_jsonl, unique_ids
-from testtime.benchmarks.code_common import CodeBenchmark
+from testtime.benchmarks.base import BENCHMARKS, SealedReferences, data_dir, unique_ids
+from testtime.benchmarks.code_common import CodeBenchmark, code_prompt
 from testtime.benchmarks.lcb_data import ERRATA, HUB_REPO, decode_tests, keep, metadata_of, parse_day, release_shards
+from testtime.benchmarks.rows import read_jsonl
 from testtime.core.errors import UserError
 from testtime.core.options import Options, flag
 from testtime.core.records import Message, Problem, Reference
 from testtime.sandbox import Limits
-
-SYSTEM = (
-    "You are an expert Python programmer. You will be given a question (problem specification) and will "
-    "generate a correct Python program that matches the specification and passes all tests."
-)
-WITH_STARTER = (
-    "You will use the following starter code to write the solution to the problem and enclose your "
-    "code within delimiters."
-)
-STDIN = (
-    "Read the inputs from stdin solve the problem and write the answer to stdout (do not directly test on the "
-    "sample inputs). Enclose your code within delimiters as follows. Ensure that when the python program runs, "
-    "it reads the inputs, runs the algorithm and writes output to STDOUT."
-)
 
 
 class LCBOptions(Options):
@@ -135,10 +122,4 @@ class LiveCodeBench(CodeBenchmark):
         return problems, SealedReferences(references)
 
     def prompt(self, problem: Problem) -> list[Message]:
-        if problem.starter_code:
-            form = f"{WITH_STARTER}\n```python\n{problem.starter_code}\n```"
-        else:
-            form = f"{STDIN}\n```python\n# YOUR CODE HERE\n```"
-        answer = "### Answer: (use the provided format with backticks)"
-        user = f"### Question:\n{problem.statement}\n\n### Format: {form}\n\n{answer}\n\n"
-        return [Message(role="system", content=SYSTEM), Message(role="user", content=user)]
+        return code_prompt(problem)

@@ -21,7 +21,7 @@ from rich.table import Table
 
 from testtime.core.results import ResultRecord
 from testtime.evaluation.metrics import Interval
-from testtime.evaluation.summary import RunSummary, TTRLSummary
+from testtime.evaluation.summary import Distribution, LabelFreeSummary, RunSummary, TTRLSummary
 from testtime.run.observer import ProgressPlan
 
 TRUNCATION_WARNING = 0.1  # a share of samples cut at --max-tokens that a reader must be told about
@@ -97,7 +97,12 @@ def summary_table(summary: RunSummary, title: str) -> Table:
     table.add_column("metric", style="bold")
     table.add_column("value")
     table.add_row("problems", str(summary.problems))
-    table.add_row("accuracy (95% CI)", _ci(summary.accuracy))
+    if summary.unlabelled:
+        table.add_row(
+            "labelled / unlabelled", f"{summary.labelled} / {summary.unlabelled} (accuracy over the labelled)"
+        )
+    accuracy = "not measured: no labels" if not summary.labelled else _ci(summary.accuracy)
+    table.add_row("accuracy (95% CI)", accuracy)
     if summary.pass_at_1 is not None:
         table.add_row("pass@1 (mean over the final samples)", _ci(summary.pass_at_1))
     for k, value in (summary.maj_at_k or {}).items():
@@ -116,6 +121,8 @@ def summary_table(summary: RunSummary, title: str) -> Table:
             table.add_row("same-budget baseline", f"--method majority --n {summary.same_budget_majority_n}")
     if summary.ttrl is not None:
         _ttrl_rows(table, summary.ttrl)
+    if summary.label_free is not None:
+        _label_free_rows(table, summary.label_free)
     for label, counts in (
         ("predictions by status", summary.prediction_status),
         ("samples by status", summary.sample_status),
@@ -147,6 +154,31 @@ def summary_table(summary: RunSummary, title: str) -> Table:
     if summary.wall_s is not None:
         table.add_row("wall time", f"{summary.wall_s:.1f} s")
     return table
+
+
+def _spread(d: Distribution | None) -> str | None:
+    return None if d is None else f"mean {d.mean:.3f} (quartiles {d.q1:.2f} / {d.median:.2f} / {d.q3:.2f})"
+
+
+def _label_free_rows(table: Table, free: LabelFreeSummary) -> None:
+    """What the run says without labels, on every problem."""
+    rows = [
+        ("label-free: answer rate", None if free.answer_rate is None else f"{free.answer_rate:.3f}"),
+        ("label-free: confidence", _spread(free.confidence)),
+        ("label-free: vote share", _spread(free.vote_share)),
+        ("label-free: margin", _spread(free.margin)),
+        ("label-free: net support (TRT)", _spread(free.support)),
+        ("label-free: answers refuted (TRT)", None if free.refuted_share is None else f"{free.refuted_share:.3f}"),
+        ("label-free: execution agreement", _spread(free.execution_agreement)),
+    ]
+    for label, value in rows:
+        if value is not None:
+            table.add_row(label, value)
+    trajectory = free.ttrl_majority_ratio
+    if trajectory:
+        table.add_row(
+            "label-free: ttrl majority ratio", f"{trajectory[0]:.2f} → {trajectory[-1]:.2f} ({len(trajectory)} steps)"
+        )
 
 
 def _ttrl_rows(table: Table, ttrl: TTRLSummary) -> None:

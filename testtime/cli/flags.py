@@ -68,13 +68,12 @@ def run_options(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """(method options, benchmark options) from the command line's extra flags, `--method-opt` pairs and
     `--selector`/`--selector-opt`. Benchmark options from `--bench-opt` are the caller's to add."""
-    from testtime.benchmarks import BENCHMARKS, load_benchmarks
+    from testtime.benchmarks import options_of
     from testtime.methods import METHODS, load_methods
 
     load_methods()
-    load_benchmarks()
     chosen = METHODS.get(method)
-    bench_options = BENCHMARKS.get(bench).Options if bench in BENCHMARKS.names() else Options  # type: ignore[attr-defined]
+    bench_options = options_of(bench)
     others = {name: METHODS.get(name).Options for name in METHODS.names() if name != method}  # type: ignore[attr-defined]
     owners = {f"--method {method}": chosen.Options, f"--bench {bench}": bench_options}  # type: ignore[attr-defined]
     parsed = parse_flags(flags, owners, others)
@@ -91,10 +90,9 @@ def run_options(
 
 def bench_flags(bench: str, args: list[str]) -> dict[str, Any]:
     """A benchmark's own flags (`--release`, `--difficulty`...) given to a command that takes no method."""
-    from testtime.benchmarks import BENCHMARKS, load_benchmarks
+    from testtime.benchmarks import options_of
 
-    load_benchmarks()
-    options = BENCHMARKS.get(bench).Options if bench in BENCHMARKS.names() else Options  # type: ignore[attr-defined]
+    options = options_of(bench)
     return parse_flags(args, {f"--bench {bench}": options}, {})[f"--bench {bench}"]
 
 

@@ -71,6 +71,11 @@ class Reference(Record):
     hidden_tests: tuple[TestCase, ...] = ()  # code: the full evaluation suite (public + private tests)
     metadata: dict[str, Any] = {}  # grading notes, e.g. {"public_only": True} when private tests are missing
 
+    @property
+    def labelled(self) -> bool:
+        """Whether there is anything to grade against (a user's problem may come without its answer)."""
+        return self.answer is not None or bool(self.hidden_tests)
+
 
 class Message(Record):
     role: Literal["system", "user", "assistant"]

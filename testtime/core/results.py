@@ -163,9 +163,10 @@ class TTRLAudit(Record):
 
 
 class Grading(Record):
-    """The scorer's verdict on one result, from the sealed reference."""
+    """The scorer's verdict on one result, from the sealed reference. A problem without a label (a user's
+    unlabelled row) is not graded: `correct` is None and `status` "unlabelled" (or what no answer was)."""
 
-    correct: bool
+    correct: bool | None
     graded_answer: str | None
     status: str
     sample_correct: tuple[bool, ...] = ()
@@ -180,6 +181,10 @@ class Grading(Record):
 
 class ResultRecord(ProblemResult, Grading):
     """One line of results.jsonl."""
+
+    @property
+    def labelled(self) -> bool:
+        return self.correct is not None
 
     @classmethod
     def of(cls, result: ProblemResult, grading: Grading) -> ResultRecord:

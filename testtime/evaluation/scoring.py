@@ -12,9 +12,12 @@ from statistics import mean
 from typing import Any
 
 from testtime.benchmarks.base import Benchmark
+from testtime.benchmarks.code_common import graded_program
+from testtime.benchmarks.dataset import graded_answer
 from testtime.core.ledger import LedgerTotals
 from testtime.core.records import Reference
-from testtime.core.results import Grading, ProblemResult, ResultRecord, RoundAudit, RoundRecord
+from testtime.core.results import Grading, ProblemResult, ResultRecord, RoundAudit, RoundRecord, TTRLStep
+from testtime.evaluation.labelfree import label_free
 from testtime.evaluation.metrics import maj_at_k, mean_ci, powers_of_two_upto, vote_clusters
 from testtime.evaluation.summary import LedgerSummary, RoundsSummary, RunSummary
 from testtime.evaluation.ttrl_audit import audit_ttrl, summarize_ttrl
@@ -22,6 +25,8 @@ from testtime.evaluation.ttrl_audit import audit_ttrl, summarize_ttrl
 
 def score(benchmark: Benchmark, result: ProblemResult, reference: Reference) -> Grading:
     """The grade of one result, to be written beside it in results.jsonl."""
+    if not reference.labelled:
+        return unlabelled(benchmark, result)
     grade = benchmark.grade(result.prediction, reference)
     answers = [c.answer for c in result.candidates]
     missing = "no_code" if benchmark.domain == "code" else "no_answer"
@@ -50,6 +55,32 @@ def score(benchmark: Benchmark, result: ProblemResult, reference: Reference) -> 
     )
 
 
+def unlabelled(benchmark: Benchmark, result: ProblemResult) -> Grading:
+    """A problem with nothing to grade against: what was answered, and the classes the samples fall in (the
+    vote needs no label), but no verdict and no audit."""
+    code = benchmark.domain == "code"
+    graded = graded_program(result.prediction) if code else graded_answer(result.prediction)
+    failed = [bool(c.error) for c in result.candidates]
+    missing = "no_code" if code else "no_answer"
+    if graded is not None:
+        status = "unlabelled"
+    else:
+        status = "error" if failed and all(failed) else missing
+    answers = [c.answer for c in result.candidates]
+    cluster_of = None
+    if not code and not result.rounds:
+        cluster_of = tuple(vote_clusters(answers, [False] * len(answers))[0])
+    return Grading(
+        correct=None,
+        graded_answer=graded,
+        status=status,
+        sample_status=tuple(
+            "error" if f else "unlabelled" if a is not None else missing for a, f in zip(answers, failed, strict=True)
+        ),
+        cluster_of=cluster_of,
+    )
+
+
 def audit_rounds(benchmark: Benchmark, rounds: Sequence[RoundRecord], reference: Reference) -> RoundAudit:
     """Per round, from the sealed reference: was the selected answer correct, had any rollout so far been
     correct (oracle coverage; not accuracy: what a perfect selector could have reached), and the mean accuracy
@@ -73,28 +104,33 @@ def audit_rounds(benchmark: Benchmark, rounds: Sequence[RoundRecord], reference:
     return RoundAudit(accuracy=tuple(accuracy), coverage=tuple(coverage), rollout_mean=tuple(population))
 
 
-def summarize(records: Sequence[ResultRecord], ledger: LedgerTotals, seed: int = 0, **run: Any) -> RunSummary:
-    """The run summary: accuracy with its interval, pass@1, maj@k, failure rates and the ledger's totals.
-    `run` adds the run's own fields (method, bench, model, n, wall_s, complete, stopped...)."""
-    problems = len(records)
+def summarize(
+    records: Sequence[ResultRecord], ledger: LedgerTotals, seed: int = 0, steps: Sequence[TTRLStep] = (), **run: Any
+) -> RunSummary:
+    """The run summary: accuracy with its interval, pass@1, maj@k (over the labelled problems), failure rates,
+    the label-free quantities (over every problem) and the ledger's totals. `run` adds the run's own fields
+    (method, bench, model, n, wall_s, complete, stopped...); `steps` are TTRL's logged optimiser steps."""
+    labelled = [r for r in records if r.labelled]
     samples = [c for r in records for c in r.candidates]
     # Nothing measured when every sample failed (a run with no key): an accuracy would be a fabricated 0.
     measured = not samples or any(not c.error for c in samples)
-    n_min = min((len(r.candidates) for r in records), default=0)
+    n_min = min((len(r.candidates) for r in labelled), default=0)
     values: dict[str, Any] = {
-        "problems": problems,
-        "labelled": problems,
-        "accuracy": mean_ci([float(r.correct) for r in records], seed) if measured else None,
+        "problems": len(records),
+        "labelled": len(labelled),
+        "unlabelled": len(records) - len(labelled),
+        "accuracy": mean_ci([float(bool(r.correct)) for r in labelled], seed) if measured else None,
         "samples": len(samples),
         "prediction_status": dict(Counter(r.status for r in records)),
         "sample_status": dict(Counter(s for r in records for s in r.sample_status)),
         "ledger": LedgerSummary.of(ledger),
-        "calls_per_problem": (ledger.calls + ledger.cache_hits) / problems if problems else None,
+        "calls_per_problem": (ledger.calls + ledger.cache_hits) / len(records) if records else None,
+        "label_free": label_free(records, steps) if records else None,
     }
-    with_samples = [r for r in records if r.sample_correct]
+    with_samples = [r for r in labelled if r.sample_correct]
     if with_samples and measured:
         values["pass@1"] = mean_ci([mean(r.sample_correct) for r in with_samples], seed)
-        if n_min and all(r.cluster_of is not None for r in with_samples):
+        if n_min and all(r.cluster_correct is not None for r in with_samples):
             values["maj@k"] = {
                 str(k): mean(maj_at_k(r.cluster_of or (), r.cluster_correct or (), k, seed) for r in with_samples)
                 for k in powers_of_two_upto(n_min)
@@ -104,7 +140,7 @@ def summarize(records: Sequence[ResultRecord], ledger: LedgerTotals, seed: int =
         values["truncation_rate"] = mean(c.finish_reason == "length" for c in samples)
         values["error_rate"] = mean(bool(c.error) for c in samples)
         values["first_error"] = next((c.error[:300] for c in samples if c.error), None)
-    audits = [r.round_audit for r in records if r.round_audit]
+    audits = [r.round_audit for r in labelled if r.round_audit]
     if audits:
         depth = min(len(a.accuracy) for a in audits)
         values["rounds"] = RoundsSummary(
@@ -112,11 +148,11 @@ def summarize(records: Sequence[ResultRecord], ledger: LedgerTotals, seed: int =
             coverage=[mean(a.coverage[t] for a in audits) for t in range(depth)],
             pass_at_1=[mean(a.rollout_mean[t] for a in audits) for t in range(depth)],
         )
-        rollouts = [sum(len(r.candidates) for r in record.rounds) for record in records if record.rounds]
-        # The fair baseline spends the same solver rollouts on independent samples: majority at n = T·K.
-        values["same_budget_majority_n"] = round(mean(rollouts)) if rollouts else None
-    if any(r.ttrl_audit for r in records):
-        values["ttrl"] = summarize_ttrl(records, seed)
+    rollouts = [sum(len(r.candidates) for r in record.rounds) for record in records if record.rounds]
+    if rollouts:  # the fair baseline spends the same solver rollouts on independent samples: majority at n = T·K
+        values["same_budget_majority_n"] = round(mean(rollouts))
+    if any(r.ttrl_audit for r in labelled):
+        values["ttrl"] = summarize_ttrl(labelled, seed)
     values["graded_on_public_tests_only"] = sum(r.public_only for r in records)  # loud: optimistic scores
     values["errata_problems"] = [r.problem_id for r in records if r.erratum]
     return RunSummary.model_validate({**values, **run})

@@ -101,6 +101,30 @@ class TTRLSummary(SummaryRecord):
     compute: TTRLCompute | None = None
 
 
+class Distribution(SummaryRecord):
+    """A label-free quantity over problems: its mean and quartiles."""
+
+    n: int
+    mean: float
+    q1: float
+    median: float
+    q3: float
+
+
+class LabelFreeSummary(SummaryRecord):
+    """What the run says without labels (measured on every problem, labelled or not); null where the method
+    has no such quantity."""
+
+    answer_rate: float | None = None  # problems with a final answer
+    confidence: Distribution | None = None  # the predictions' confidence (predictions.jsonl)
+    vote_share: Distribution | None = None  # the selected class's share of the samples
+    margin: Distribution | None = None  # its lead over the runner-up
+    support: Distribution | None = None  # TRT: the final answer's net support (concluded − refuted) / all conclusions
+    refuted_share: float | None = None  # TRT: problems whose final answer some rollout refuted
+    execution_agreement: Distribution | None = None  # code: candidates behaving like the chosen program
+    ttrl_majority_ratio: list[float] | None = None  # TTRL: the vote's majority ratio per optimiser step
+
+
 class RunSummary(SummaryRecord):
     schema_version: int = SUMMARY_SCHEMA_VERSION
     method: str = ""
@@ -108,7 +132,8 @@ class RunSummary(SummaryRecord):
     model: str = ""
     n: int | None = None  # samples per problem the method drew (the manifest's effective n)
     problems: int
-    labelled: int = 0  # problems with a reference to grade against
+    labelled: int = 0  # problems with a label to grade against; accuracy, pass@1 and maj@k are over these
+    unlabelled: int = 0  # problems without one: answered, never graded
     accuracy: Interval | None = None  # None: nothing measured (no sample succeeded, or no labels)
     pass_at_1: Interval | None = Field(default=None, alias="pass@1")
     maj_at_k: dict[str, float] | None = Field(default=None, alias="maj@k")
@@ -120,6 +145,7 @@ class RunSummary(SummaryRecord):
     rounds: RoundsSummary | None = None
     same_budget_majority_n: int | None = None  # majority at the same solver rollouts (TRT, RSA, TTRL's tokens)
     ttrl: TTRLSummary | None = None
+    label_free: LabelFreeSummary | None = None
     prediction_status: dict[str, int] = {}
     sample_status: dict[str, int] = {}
     graded_on_public_tests_only: int = 0

@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from testtime.core.errors import UserError
 from testtime.core.ledger import read_entries
 from testtime.evaluation.metrics import maj_at_k, mean_ci, powers_of_two_upto
 from testtime.evaluation.ttrl_compute import TRAINING_CALLS
@@ -47,7 +48,9 @@ def _point(series: str, rollouts: float, tokens: float, per_problem: list[float]
 
 def run_points(path: Path) -> list[Point]:
     run = RunDir(path)
-    manifest, records = run.read_manifest(), run.read_results()
+    manifest, records = run.read_manifest(), [r for r in run.read_results() if r.labelled]
+    if not records:
+        raise UserError(f"{path}: no labelled problem, so no accuracy to place on a curve")
     paid = [e for e in read_entries(run.ledger_path) if e.kind == "model_call" and not e.cached]
     method, problems = manifest.run.method, max(len(records), 1)
     if method == "majority":

@@ -62,7 +62,9 @@ def eval_log(run: LoadedRun) -> Any:
                 target="",
                 messages=[*prompt, ChatMessageAssistant(content=text)],
                 output=ModelOutput.from_content(model=model, content=text),
-                scores={
+                scores={}
+                if record.correct is None  # unlabelled: nothing was graded
+                else {
                     "testtime": Score(
                         value="C" if record.correct else "I", answer=record.graded_answer, explanation=record.status
                     )

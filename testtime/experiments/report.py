@@ -120,8 +120,11 @@ def _baseline(run: Finished, majorities: list[Finished]) -> Baseline:
             continue
         n = min(len(r.candidates) for r in records)
         k = min(_rollouts(run), n)
-        ids = sorted(run.loaded.records)
         by_id = majority.loaded.records
+        ids = sorted(p for p, r in run.loaded.records.items() if r.labelled and by_id[p].labelled)
+        if not ids:
+            reasons.append(f"{majority.loaded.path.name}: no labelled problem to compare on")
+            continue
         baseline = [maj_at_k(by_id[p].cluster_of or (), by_id[p].cluster_correct or (), k) for p in ids]
         method = [float(run.loaded.records[p].correct) for p in ids]
         ci = mean_ci(baseline)

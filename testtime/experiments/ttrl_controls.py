@@ -55,7 +55,7 @@ def _per_problem(folder: Path) -> tuple[dict[str, float], dict[str, float]]:
     before, after = {}, {}
     for record in RunDir.open_existing(folder).read_results():
         audit = record.ttrl_audit
-        if audit is None or not record.sample_correct:
+        if audit is None or not record.sample_correct:  # unlabelled problems have no audit: nothing to pair
             continue
         before[record.problem_id] = mean(audit.before_sample_correct or (0.0,))
         after[record.problem_id] = mean(record.sample_correct)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from testtime.benchmarks import BENCHMARKS, Benchmark, SealedReferences, load_benchmarks
+from testtime.benchmarks import Benchmark, SealedReferences, benchmark_for
 from testtime.core.errors import UserError
 from testtime.core.model import LanguageModel
 from testtime.core.records import Problem
@@ -18,8 +18,7 @@ from testtime.sandbox.choose import CHOICES, open_sandbox
 
 
 def build_benchmark(settings: RunSettings) -> Benchmark:
-    load_benchmarks()
-    return BENCHMARKS.get(settings.bench)(data_dir=settings.data_dir, **settings.bench_options)
+    return benchmark_for(settings.bench, settings.data_dir, settings.bench_options)
 
 
 def build_method(settings: RunSettings) -> Method:

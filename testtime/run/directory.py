@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from testtime.core.errors import UserError, first_error
 from testtime.core.results import ResultRecord
+from testtime.evaluation.labelfree import Prediction
 from testtime.evaluation.summary import RunSummary
 from testtime.run import migrate
 from testtime.run.manifest import RunManifest
@@ -39,6 +40,7 @@ class RunDir:
     ledger_path = property(lambda self: self.path / "ledger.jsonl")
     cache_path = property(lambda self: self.path / "cache.sqlite")
     summary_path = property(lambda self: self.path / "summary.json")
+    predictions_path = property(lambda self: self.path / "predictions.jsonl")
     rounds_path = property(lambda self: self.path / "rounds.jsonl")
 
     @classmethod
@@ -144,6 +146,15 @@ class RunDir:
 
     def write_summary(self, summary: RunSummary) -> None:
         _write_atomic(self.summary_path, summary.model_dump_json(indent=2) + "\n")
+
+    def write_predictions(self, predictions: list[Prediction]) -> None:
+        """predictions.jsonl, in the problems' order: what to hand on (`testtime grade` reads it as it is)."""
+        _write_atomic(self.predictions_path, "".join(p.model_dump_json() + "\n" for p in predictions))
+
+    def read_predictions(self) -> list[Prediction]:
+        if not self.predictions_path.exists():
+            return []
+        return [Prediction.model_validate_json(line) for line in self.predictions_path.read_text().splitlines()]
 
 
 def _validated(model: type[BaseModel], raw: dict[str, Any], path: Path) -> Any:

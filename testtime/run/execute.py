@@ -14,9 +14,10 @@ from testtime.core.cache import CompletionCache
 from testtime.core.checkpoint import RoundCheckpoints
 from testtime.core.errors import BudgetExhausted
 from testtime.core.ledger import Ledger, read_entries
-from testtime.core.results import ResultRecord
+from testtime.core.results import ResultRecord, read_steps
 from testtime.core.rollout import RetryPolicy, RolloutEngine
 from testtime.core.trace import Trace
+from testtime.evaluation.labelfree import prediction_of
 from testtime.evaluation.scoring import score, summarize
 from testtime.evaluation.summary import RunSummary
 from testtime.evaluation.ttrl_compute import ttrl_compute
@@ -113,6 +114,7 @@ def execute(run: OpenRun, observer: RunObserver | None = None, retry_errors: boo
         records,
         ledger.totals,
         seed=settings.seed,
+        steps=read_steps(directory.path / "ttrl" / "steps.jsonl"),
         method=settings.method,
         bench=settings.bench,
         model=settings.model,
@@ -133,6 +135,10 @@ def execute(run: OpenRun, observer: RunObserver | None = None, retry_errors: boo
             }
         )
     directory.write_summary(summary)
+    by_id = {r.problem_id: r for r in records}
+    directory.write_predictions(
+        [prediction_of(by_id[p.id], settings.method, by_id[p.id].graded_answer) for p in problems if p.id in by_id]
+    )
     run.release()
     return summary
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from testtime.benchmarks.base import Benchmark, read_jsonl
+from testtime.benchmarks.base import Benchmark
+from testtime.benchmarks.rows import read_jsonl
 from testtime.core.errors import UserError
 from testtime.core.ledger import LedgerTotals
 from testtime.core.results import ProblemResult, ResultRecord

@@ -70,7 +70,7 @@ def create(settings: RunSettings, out: Path | None, runs_root: Path = Path("runs
         versions=versions(),
     )
     directory.write_manifest(manifest)
-    return OpenRun(directory, manifest, parts, lock=lock)
+    return OpenRun(directory, manifest, parts, notes=list(parts.benchmark.notes), lock=lock)
 
 
 def resume(path: Path, changes: ResumeChanges | None = None) -> OpenRun:
@@ -89,6 +89,13 @@ def resume(path: Path, changes: ResumeChanges | None = None) -> OpenRun:
             update={"run": settings, "resumed": [*manifest.resumed, Resumed(time=now(), changed=changed)]}
         )
     parts = build_parts(manifest.run)
+    then, now_hash = manifest.benchmark.get("sha256"), parts.benchmark.describe().get("sha256")
+    if then and now_hash and then != now_hash:
+        parts.close()
+        raise UserError(
+            f"{manifest.run.bench} changed since this run started (its sha256 differs): the finished problems "
+            "were answered from other data; start a new run instead"
+        )
     if manifest.effective is None:  # written before effective settings were recorded: record them now
         manifest = manifest.model_copy(update={"effective": parts.effective(manifest.run)})
     directory.write_manifest(manifest)

@@ -7,7 +7,8 @@ const $ = (tag, attrs = {}, ...kids) => {
 };
 const fmt = (x, d = 3) => (x === null || x === undefined) ? "–" : (typeof x === "number" ? x.toFixed(d) : String(x));
 const ci = (m) => m ? `${fmt(m.mean)} [${fmt(m.ci_low)}, ${fmt(m.ci_high)}]` : "–";
-const verdict = (ok) => $("span", {class: ok ? "ok" : "bad", text: ok ? "✓" : "✗"});
+const verdict = (ok) => ok === null || ok === undefined ? $("span", {class: "muted", text: "unlabelled"})
+  : $("span", {class: ok ? "ok" : "bad", text: ok ? "✓" : "✗"});
 
 function curve(xs, series) {
   const w = 420, h = 140, pad = 24, svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");

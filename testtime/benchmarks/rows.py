@@ -1,0 +1,168 @@
+"""Rows of a data file or hub dataset, checked as they are read: `.jsonl`, `.json`, `.csv` or `.parquet`, or
+`hf:ORG/NAME` through the hub extra. Every problem with the input is one line that names the file and the
+line or row (a bad byte, a line that is not JSON, an unreadable Parquet), never a traceback."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+from testtime.core.errors import UserError
+
+SUFFIXES = (".jsonl", ".ndjson", ".json", ".csv", ".parquet")
+FIELD_LIMIT = 64 << 20  # bytes in one CSV field; a larger one is refused, not truncated
+
+
+class Row(dict[str, Any]):
+    """One row, and where it came from (`file:line` or `file: row N`, and `line N` / `row N` alone) for errors."""
+
+    where: str = ""
+    position: str = ""
+
+
+def _row(values: dict[str, Any], where: str, position: str) -> Row:
+    row = Row(values)
+    row.where, row.position = where, position
+    return row
+
+
+def _text(path: Path) -> str:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise UserError(f"cannot read {path}: {exc.strerror}") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise UserError(f"{path}:{line}: not valid UTF-8 (byte 0x{raw[exc.start]:02x} at column {column})") from None
+
+
+def jsonl_rows(path: Path) -> list[Row]:
+    rows = []
+    for number, line in enumerate(_text(path).split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise UserError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
+        except RecursionError:
+            raise UserError(f"{path}:{number}: JSON nested too deeply") from None
+        if not isinstance(value, dict):
+            raise UserError(f"{path}:{number}: expected a JSON object, got {type(value).__name__}")
+        rows.append(_row(value, f"{path}:{number}", f"line {number}"))
+    return rows
+
+
+def json_rows(path: Path) -> list[Row]:
+    """A JSON list of objects, or an object holding one such list (`{"data": [...]}`)."""
+    try:
+        value = json.loads(_text(path))
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+    except RecursionError:
+        raise UserError(f"{path}: JSON nested too deeply") from None
+    if isinstance(value, dict):
+        lists = [v for v in value.values() if isinstance(v, list)]
+        if len(lists) != 1:
+            raise UserError(f"{path}: expected a JSON list of objects (or an object holding exactly one list)")
+        value = lists[0]
+    if not isinstance(value, list):
+        raise UserError(f"{path}: expected a JSON list of objects, got {type(value).__name__}")
+    rows = []
+    for number, item in enumerate(value, 1):
+        if not isinstance(item, dict):
+            raise UserError(f"{path}: row {number}: expected a JSON object, got {type(item).__name__}")
+        rows.append(_row(item, f"{path}: row {number}", f"row {number}"))
+    return rows
+
+
+def csv_rows(path: Path) -> list[Row]:
+    """Every value is text; an empty cell is a missing value (a row without its label, say)."""
+    csv.field_size_limit(FIELD_LIMIT)
+    reader = csv.DictReader(io.StringIO(_text(path), newline=""))
+    rows = []
+    try:
+        header = reader.fieldnames or []
+        if len(set(header)) != len(header):
+            raise UserError(f"{path}:1: the header names a column twice ({', '.join(header)})")
+        for values in reader:
+            if None in values:
+                raise UserError(f"{path}:{reader.line_num}: more cells than the header has columns")
+            cells = {k: (v if v != "" else None) for k, v in values.items()}
+            rows.append(_row(cells, f"{path}:{reader.line_num}", f"line {reader.line_num}"))
+    except csv.Error as exc:
+        raise UserError(f"{path}:{reader.line_num}: not valid CSV ({exc})") from None
+    return rows
+
+
+def parquet_rows(path: Path) -> list[Row]:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise UserError(f"reading {path} needs pyarrow: pip install 'testtime[hub]'") from None
+    try:
+        table = pq.read_table(path)
+    except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+        raise UserError(f"cannot read {path} as Parquet: {str(exc).splitlines()[0][:200]}") from None
+    return [_row(v, f"{path}: row {n}", f"row {n}") for n, v in enumerate(table.to_pylist(), 1)]
+
+
+def file_rows(path: Path) -> list[Row]:
+    """Rows of a data file by its suffix; an empty file is an error, not an empty benchmark."""
+    readers = {
+        ".jsonl": jsonl_rows,
+        ".ndjson": jsonl_rows,
+        ".json": json_rows,
+        ".csv": csv_rows,
+        ".parquet": parquet_rows,
+    }
+    reader = readers.get(path.suffix.lower())
+    if reader is None:
+        raise UserError(f"{path}: unknown kind of data file; use one of {', '.join(SUFFIXES)}")
+    if not path.is_file():
+        raise UserError(f"cannot read {path}: {'not a file' if path.exists() else 'no such file'}")
+    rows = reader(path)
+    if not rows:
+        raise UserError(f"{path} holds no rows")
+    return rows
+
+
+def read_jsonl(path: Path, required: tuple[str, ...], id_field: str | None = None) -> list[dict[str, Any]]:
+    """Rows of a JSONL file with fixed fields (the built-in benchmarks' files, predictions to grade): the
+    required fields present, and (with `id_field`) no id twice."""
+    rows = jsonl_rows(path)
+    first_seen: dict[str, str] = {}
+    for row in rows:
+        missing = [k for k in required if row.get(k) in (None, "")]
+        if missing:
+            raise UserError(f"{row.where}: missing field(s) {', '.join(missing)}")
+        if id_field is not None:
+            key = str(row[id_field])
+            if key in first_seen:
+                raise UserError(f"{row.where}: duplicate {id_field} '{key}' (first on {first_seen[key]})")
+            first_seen[key] = row.position
+    if not rows:
+        raise UserError(f"{path} holds no rows")
+    return list(rows)
+
+
+def hub_rows(hub_id: str, split: str, config: str | None, for_what: str) -> list[Row]:
+    """Rows of a public hub dataset (needs the `datasets` package and network)."""
+    try:
+        import datasets
+    except ImportError:
+        raise UserError(f"{for_what} loads hub dataset {hub_id}, which needs `pip install 'testtime[hub]'`") from None
+    try:
+        loaded = datasets.load_dataset(hub_id, config, split=split)
+    except Exception as exc:  # noqa: BLE001 - offline, gated, renamed, no such split: all mean "cannot load it"
+        raise UserError(
+            f"cannot load hub dataset {hub_id} (config {config}, split {split}) for {for_what}: "
+            f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+        ) from None
+    return [_row(dict(v), f"{hub_id} [{split}] row {n}", f"row {n}") for n, v in enumerate(loaded, 1)]

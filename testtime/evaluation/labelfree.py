@@ -1,0 +1,113 @@
+"""What a run says without labels: each problem's prediction with a label-free confidence (`predictions.jsonl`,
+ready to hand on), and the run's label-free quantities for the summary — answer rate, confidence, vote share
+and margin, TRT's support and refutations, execution agreement on code, TTRL's majority-ratio trajectory.
+
+Confidence (0–1) is the share of the method's own evidence behind its answer: for a selection, the selected
+class's share (majority: samples in the winning class of all samples, abstains included; TRT: the answer's
+support among all answers concluded over the rounds; code: candidates that behave like the chosen program);
+for TTRL, the share of the trained model's evaluation samples that agree with its greedy answer. One sample
+(`single`) carries no such evidence: its confidence is null, not 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from statistics import mean, quantiles
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from testtime.core.answers import equivalent
+from testtime.core.results import ProblemResult, ResultRecord, TTRLStep
+from testtime.core.selection import ExclusivityEvidence
+from testtime.evaluation.summary import Distribution, LabelFreeSummary
+
+
+class Prediction(BaseModel):
+    """One line of `predictions.jsonl`: the answer to hand on, and how sure the method was, without labels."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    prediction: str | None  # the final answer (math, choice) or program (code); None: the method gave none
+    confidence: float | None  # 0–1, label-free; None where the method has no evidence (one sample)
+    method: str
+    samples: int  # the candidates the answer was chosen among (last round's, for TRT and RSA)
+    round: int | None = None  # TRT / RSA: the round or step the answer comes from
+    step: int | None = None  # TTRL: the optimiser step of the weights that answered
+    selector: str | None = None  # the rule that chose it
+    error: str | None = None  # every sample failed: why
+
+
+def confidence(result: ProblemResult) -> float | None:
+    if result.ttrl is not None:
+        answered = [c for c in result.candidates if c.answer is not None]
+        if result.prediction is None or not result.candidates:
+            return None
+        return sum(equivalent(c.answer, result.prediction) for c in answered) / len(result.candidates)
+    if result.selection is None or result.prediction is None:
+        return None
+    return result.selection.majority_ratio
+
+
+def prediction_of(result: ProblemResult, method: str, graded_answer: str | None) -> Prediction:
+    failed = [c.error for c in result.candidates if c.error]
+    steps = [v.step for v in result.ttrl.votes] if result.ttrl else []
+    return Prediction(
+        id=result.problem_id,
+        prediction=graded_answer if graded_answer is not None else result.prediction,
+        confidence=confidence(result),
+        method=method,
+        samples=len(result.candidates),
+        round=max((r.round for r in result.rounds), default=None),
+        step=max(steps, default=None) if result.ttrl is not None else None,
+        selector=result.selection.rule if result.selection else None,
+        error=failed[0] if failed and len(failed) == len(result.candidates) else None,
+    )
+
+
+def distribution(values: Sequence[float]) -> Distribution | None:
+    if not values:
+        return None
+    if len(values) == 1:
+        q1 = median = q3 = values[0]
+    else:
+        q1, median, q3 = quantiles(values, n=4, method="inclusive")
+    return Distribution(n=len(values), mean=mean(values), q1=q1, median=median, q3=q3)
+
+
+def label_free(records: Sequence[ResultRecord], steps: Sequence[TTRLStep] = ()) -> LabelFreeSummary:
+    selected = [r.selection for r in records if r.selection is not None and r.prediction is not None]
+    values: dict[str, Any] = {
+        "answer_rate": mean(r.prediction is not None for r in records) if records else None,
+        "confidence": distribution([c for r in records if (c := confidence(r)) is not None]),
+        "vote_share": distribution([s.majority_ratio for s in selected]),
+        "margin": distribution([s.margin for s in selected]),
+    }
+    trt = [
+        (r.prediction, r.selection.evidence)
+        for r in records
+        if r.selection is not None and isinstance(r.selection.evidence, ExclusivityEvidence)
+    ]
+    if trt:
+        values["support"] = distribution([_net(answer, evidence) for answer, evidence in trt if answer is not None])
+        values["refuted_share"] = mean(bool(_lookup(evidence.refuted, answer)) for answer, evidence in trt)
+    code = [r for r in records if r.selection is not None and r.selection.selector == "execution"]
+    if code:
+        values["execution_agreement"] = distribution([r.selection.majority_ratio for r in code if r.selection])
+    if steps:
+        values["ttrl_majority_ratio"] = [s.majority_ratio for s in steps if s.majority_ratio is not None]
+    return LabelFreeSummary.model_validate(values)
+
+
+def _lookup(counts: dict[str, int], answer: str | None) -> int:
+    if answer is None:
+        return 0
+    return next((n for key, n in counts.items() if equivalent(key, answer)), 0)
+
+
+def _net(answer: str, evidence: ExclusivityEvidence) -> float:
+    """The answer's net support over the rounds (rollouts concluding it minus those refuting it), as a share
+    of every conclusion reached."""
+    total = sum(evidence.support.values())
+    return (_lookup(evidence.support, answer) - _lookup(evidence.refuted, answer)) / total if total else 0.0
