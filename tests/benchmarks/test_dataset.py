@@ -272,5 +272,5 @@ def test_a_hub_dataset_is_read_with_its_split_and_config(monkeypatch: pytest.Mon
         raise ConnectionError("no network")
 
     monkeypatch.setattr(datasets, "load_dataset", offline)
-    with pytest.raises(UserError, match="cannot load hub dataset org/comp .* ConnectionError: no network"):
+    with pytest.raises(UserError, match=r"cannot load hub dataset org/comp .* ConnectionError: no network"):
         benchmark_for("hf:org/comp")
