@@ -50,9 +50,11 @@ def confidence(result: ProblemResult) -> float | None:
     return result.selection.majority_ratio
 
 
-def prediction_of(result: ProblemResult, method: str, graded_answer: str | None) -> Prediction:
+def prediction_of(
+    result: ProblemResult, method: str, graded_answer: str | None, trained_steps: int | None = None
+) -> Prediction:
+    """`trained_steps`: TTRL's last optimiser step, the weights every answer came from."""
     failed = [c.error for c in result.candidates if c.error]
-    steps = [v.step for v in result.ttrl.votes] if result.ttrl else []
     return Prediction(
         id=result.problem_id,
         prediction=graded_answer if graded_answer is not None else result.prediction,
@@ -60,7 +62,7 @@ def prediction_of(result: ProblemResult, method: str, graded_answer: str | None)
         method=method,
         samples=len(result.candidates),
         round=max((r.round for r in result.rounds), default=None),
-        step=max(steps, default=None) if result.ttrl is not None else None,
+        step=trained_steps if result.ttrl is not None else None,
         selector=result.selection.rule if result.selection else None,
         error=failed[0] if failed and len(failed) == len(result.candidates) else None,
     )

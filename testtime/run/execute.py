@@ -110,11 +110,12 @@ def execute(run: OpenRun, observer: RunObserver | None = None, retry_errors: boo
     extra = {}
     if parts.benchmark.domain == "code":
         extra["grader"] = parts.benchmark.describe().get("grader", "lenient")
+    steps = read_steps(directory.path / "ttrl" / "steps.jsonl")
     summary = summarize(
         records,
         ledger.totals,
         seed=settings.seed,
-        steps=read_steps(directory.path / "ttrl" / "steps.jsonl"),
+        steps=steps,
         method=settings.method,
         bench=settings.bench,
         model=settings.model,
@@ -137,7 +138,13 @@ def execute(run: OpenRun, observer: RunObserver | None = None, retry_errors: boo
     directory.write_summary(summary)
     by_id = {r.problem_id: r for r in records}
     directory.write_predictions(
-        [prediction_of(by_id[p.id], settings.method, by_id[p.id].graded_answer) for p in problems if p.id in by_id]
+        [
+            prediction_of(
+                by_id[p.id], settings.method, by_id[p.id].graded_answer, max((s.step for s in steps), default=None)
+            )
+            for p in problems
+            if p.id in by_id
+        ]
     )
     run.release()
     return summary

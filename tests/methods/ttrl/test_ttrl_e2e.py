@@ -136,3 +136,26 @@ def test_miniature_raises_pass_at_1_without_labels(tmp_path):
     assert ttrl.pass_at_1_gain.ci_low > 0  # the paired bootstrap CI excludes zero
     assert ttrl.pass_at_1_after.mean >= ttrl.pass_at_1_before.mean + 0.05
     assert (tmp_path / "mini" / "ttrl_curve.png").stat().st_size > 10_000
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_ttrl_trains_on_an_unlabelled_file_and_writes_its_model_and_predictions(tmp_path):
+    """A user's own problems with no answers: TTRL trains on them (the vote needs no label), saves the adapted
+    model, and the run reports label-free quantities and predictions, never an accuracy."""
+    data = tmp_path / "mine.jsonl"
+    data.write_text("".join(json.dumps({"question": f"What is {a} + {a + 1}?"}) + "\n" for a in range(11, 15)))
+    run = tmp_path / "run"
+    args = ["run", "--method", "ttrl", "--preset", "cpu", "--bench", str(data), "--steps", "1", "--n", "2"]
+    args += ["--method-opt", "prompts_per_step=2", "--method-opt", "mini_batch_prompts=2", "--quiet", "--out", str(run)]
+    done = subprocess.run([sys.executable, "-m", "testtime.cli", *args], capture_output=True, text=True, timeout=1100)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (run / "ttrl" / "final" / "model.safetensors").is_file()  # the adapted model, ready to use
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["accuracy"] is None and summary["ttrl"] is None and summary["unlabelled"] == 4
+    assert summary["ledger"]["train_steps"] == 1 and len(summary["label_free"]["ttrl_majority_ratio"]) == 1
+    predictions = [json.loads(line) for line in (run / "predictions.jsonl").read_text().splitlines()]
+    assert [p["id"] for p in predictions] == ["mine-1", "mine-2", "mine-3", "mine-4"]
+    assert all(p["method"] == "ttrl" and p["samples"] == 2 for p in predictions)
+    assert all(p["confidence"] is None or 0 <= p["confidence"] <= 1 for p in predictions)
+    assert all(p["step"] == 1 for p in predictions)  # every answer came from the weights after step 1
