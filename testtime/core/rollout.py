@@ -107,7 +107,6 @@ class RolloutEngine:
         if self.model is None:
             missing = Completion(finish_reason="error", error="replay: sample not in the cache", call=call)
             return self._traced(missing, "missing", messages, entry)
-        self._check_budget()
         completion, attempts = await self._call(messages, params)
         completion = completion.model_copy(update={"call": call})
         if completion.error is None:
@@ -144,7 +143,9 @@ class RolloutEngine:
         return [*(self.model.secrets() if self.model is not None else []), *environment_secrets()]
 
     def _check_budget(self) -> None:
-        """Refuse a new paid call once a budget is spent (calls already in flight still land in the ledger)."""
+        """Refuse a new paid call once a budget is spent. Checked when a call has its slot, just before it is
+        sent: calls queued behind the slots never pass on a budget that calls in flight are about to spend, so
+        a run overshoots by at most the calls in flight (which still land in the ledger)."""
         totals = self.ledger.totals
         if self.max_cost_usd is not None and totals.cost_usd >= self.max_cost_usd:
             raise BudgetExhausted(f"cost budget reached: ${totals.cost_usd:.4f} of ${self.max_cost_usd:.4f}")
@@ -158,6 +159,7 @@ class RolloutEngine:
             started = time.perf_counter()
             try:
                 async with self._slots:
+                    self._check_budget()
                     result = await asyncio.wait_for(
                         self.model.generate(messages, 1, params), timeout=policy.call_timeout_s
                     )
