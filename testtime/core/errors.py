@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pydantic import ValidationError
 
+    from testtime.core.records import Usage
+
 
 class UserError(Exception):
     """Bad input from the user (unknown name, unreadable file, malformed config): one clear line."""
@@ -25,6 +27,16 @@ class TransientModelError(ModelError):
     def __init__(self, message: str, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class MalformedAnswer(TransientModelError):
+    """The server answered 200 with something that is not a chat completion: paid for, and unusable. Retried a
+    bounded number of times; every such attempt is a ledger line of its own, with the tokens it reported."""
+
+    def __init__(self, message: str, usage: Usage | None = None, cost_usd: float | None = None) -> None:
+        super().__init__(message)
+        self.usage = usage
+        self.cost_usd = cost_usd
 
 
 class BudgetExhausted(Exception):

@@ -49,6 +49,7 @@ class LedgerEntry(BaseModel):
     attempts: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    tokens_known: bool = True  # False: the server's counts were unusable (the 0s above are unknown, not free)
     latency_s: float = 0.0
     cost_usd: float | None = None
     error: str | None = None
@@ -67,6 +68,7 @@ class LedgerTotals:
     completion_tokens: int = 0
     cost_usd: float = 0.0
     cost_known: bool = True  # False once any paid call had no known price
+    unknown_token_calls: int = 0  # paid calls whose token counts the server did not give usably
     model_seconds: float = 0.0
     sandbox_seconds: float = 0.0
     train_steps: int = 0
@@ -92,6 +94,7 @@ class LedgerTotals:
         self.retries += max(0, e.attempts - 1)
         self.prompt_tokens += e.prompt_tokens
         self.completion_tokens += e.completion_tokens
+        self.unknown_token_calls += not e.tokens_known
         self.model_seconds += e.latency_s
         if e.cost_usd is None:
             self.cost_known = False

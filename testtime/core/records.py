@@ -97,6 +97,26 @@ class SamplingParams(Record):
 class Usage(Record):
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    known: bool = True  # False: the server reported no usable counts (0 here then means unknown, not free)
+
+
+ABSURD_TOKENS = 100_000_000  # a count above this, in one call, is a server's error, not a measurement
+
+
+def usage_from(raw: object) -> Usage:
+    """A server's `usage` object, checked: counts that are not plain non-negative integers (strings, lists,
+    negatives, floats with a fraction, absurd sizes) make the usage unknown, never a crash or a stored lie."""
+    if not isinstance(raw, dict):
+        return Usage(known=False)
+    counts = []
+    for key in ("prompt_tokens", "completion_tokens"):
+        value = raw.get(key)
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= ABSURD_TOKENS:
+            return Usage(known=False)
+        counts.append(value)
+    return Usage(prompt_tokens=counts[0], completion_tokens=counts[1])
 
 
 FinishReason = Literal["stop", "length", "error", "timeout"]

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from testtime.core.cache import CompletionCache, cache_key
-from testtime.core.errors import BudgetExhausted, ModelError, TransientModelError
+from testtime.core.errors import BudgetExhausted, MalformedAnswer, ModelError, TransientModelError
 from testtime.core.ledger import CallPurpose, Ledger, LedgerEntry
 from testtime.core.model import LanguageModel
-from testtime.core.records import Completion, Message, SamplingParams
+from testtime.core.records import Completion, Message, SamplingParams, Usage
 from testtime.core.secrets import environment_secrets, scrub
 from testtime.core.trace import CALL_ID_LENGTH, Trace
 
@@ -25,6 +25,7 @@ from testtime.core.trace import CALL_ID_LENGTH, Trace
 @dataclass(frozen=True)
 class RetryPolicy:
     max_attempts: int = 6
+    malformed_attempts: int = 2  # a server that answers garbage once, paid, rarely does better the sixth time
     base_delay_s: float = 0.5
     max_delay_s: float = 30.0
     call_timeout_s: float = 600.0
@@ -107,7 +108,7 @@ class RolloutEngine:
         if self.model is None:
             missing = Completion(finish_reason="error", error="replay: sample not in the cache", call=call)
             return self._traced(missing, "missing", messages, entry)
-        completion, attempts = await self._call(messages, params)
+        completion, attempts = await self._call(messages, params, entry)
         completion = completion.model_copy(update={"call": call})
         if completion.error is None:
             self.cache.put(key, completion)
@@ -116,6 +117,7 @@ class RolloutEngine:
         entry.attempts = attempts
         entry.prompt_tokens = completion.usage.prompt_tokens
         entry.completion_tokens = completion.usage.completion_tokens
+        entry.tokens_known = completion.usage.known
         entry.latency_s = completion.latency_s
         entry.cost_usd = completion.cost_usd
         entry.error = completion.error
@@ -152,9 +154,12 @@ class RolloutEngine:
         if self.max_tokens_total is not None and totals.tokens >= self.max_tokens_total:
             raise BudgetExhausted(f"token budget reached: {totals.tokens:,} of {self.max_tokens_total:,}")
 
-    async def _call(self, messages: Sequence[Message], params: SamplingParams) -> tuple[Completion, int]:
+    async def _call(
+        self, messages: Sequence[Message], params: SamplingParams, entry: LedgerEntry
+    ) -> tuple[Completion, int]:
         assert self.model is not None
         policy = self.retry
+        malformed = 0
         for attempt in range(1, policy.max_attempts + 1):
             started = time.perf_counter()
             try:
@@ -164,6 +169,13 @@ class RolloutEngine:
                         self.model.generate(messages, 1, params), timeout=policy.call_timeout_s
                     )
                 return result[0], attempt
+            except MalformedAnswer as exc:
+                malformed += 1
+                if malformed >= policy.malformed_attempts or attempt == policy.max_attempts:
+                    failed = self._failed(f"malformed answer: {exc}", "error", started, attempt)
+                    return failed.model_copy(update={"usage": exc.usage or Usage(known=False)}), attempt
+                self._paid_attempt(entry, exc, time.perf_counter() - started)  # the sample's own line is the last
+                await asyncio.sleep(policy.delay(attempt, None))
             except (TransientModelError, asyncio.TimeoutError) as exc:
                 retry_after = exc.retry_after if isinstance(exc, TransientModelError) else None
                 reason = "timeout" if isinstance(exc, asyncio.TimeoutError) else "error"
@@ -177,6 +189,23 @@ class RolloutEngine:
             except ModelError as exc:
                 return self._failed(str(exc), "error", started, attempt), attempt
         raise AssertionError("unreachable: the loop returns on its last attempt")
+
+    def _paid_attempt(self, entry: LedgerEntry, exc: MalformedAnswer, latency: float) -> None:
+        """A malformed 200 was still a paid call: its own ledger line, with whatever tokens it reported."""
+        usage = exc.usage
+        self.ledger.record(
+            entry.model_copy(
+                update={
+                    "attempts": 1,
+                    "prompt_tokens": usage.prompt_tokens if usage else 0,
+                    "completion_tokens": usage.completion_tokens if usage else 0,
+                    "tokens_known": bool(usage and usage.known),
+                    "latency_s": latency,
+                    "cost_usd": exc.cost_usd,
+                    "error": scrub(f"malformed answer: {exc}", self._secrets()),
+                }
+            )
+        )
 
     @staticmethod
     def _failed(message: str, reason: str, started: float, attempts: int) -> Completion:

@@ -31,7 +31,8 @@ class LedgerSummary(SummaryRecord):
     retries: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    tokens: int = 0
+    tokens: int = 0  # of the calls whose counts are known (see unknown_token_calls)
+    unknown_token_calls: int = 0  # paid calls whose server gave no usable token counts
     cost_usd: float | None = None  # None: some paid call had no known price
     known_cost_usd: float = 0.0  # the part of the cost whose prices are known (a lower bound when cost_usd is None)
     model_seconds: float = 0.0

@@ -16,9 +16,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from testtime.core.errors import ModelError, TransientModelError, UserError
+from testtime.core.errors import MalformedAnswer, ModelError, TransientModelError, UserError
 from testtime.core.model import LanguageModel
-from testtime.core.records import Completion, Message, SamplingParams, Usage
+from testtime.core.records import Completion, Message, SamplingParams, usage_from
 from testtime.core.secrets import environment_secrets
 from testtime.models import MODELS
 
@@ -136,6 +136,9 @@ class LiteLLMModel(LanguageModel):
             litellm.ServiceUnavailableError,
             litellm.BadGatewayError,
         ) as exc:
+            if any(words in str(exc) for words in MALFORMED):  # a 200 that litellm could not parse: paid for
+                said = str(exc).splitlines()[0].split(" Traceback")[0]  # litellm puts its own traceback inline
+                raise MalformedAnswer(f"{type(exc).__name__}: {said[:300]}") from None
             raise TransientModelError(f"{type(exc).__name__}: {exc}", retry_after=_retry_after(exc)) from None
         except litellm.APIError as exc:
             status = getattr(exc, "status_code", None)
@@ -145,17 +148,20 @@ class LiteLLMModel(LanguageModel):
         except (litellm.BadRequestError, litellm.AuthenticationError, litellm.NotFoundError) as exc:
             raise ModelError(f"{type(exc).__name__}: {exc}") from None
         latency = time.perf_counter() - started
-        choice = response.choices[0]
-        usage = getattr(response, "usage", None)
+        raw_usage = getattr(response, "usage", None)
+        usage = usage_from(raw_usage.model_dump() if hasattr(raw_usage, "model_dump") else raw_usage)
+        cost = self._cost(response)
+        try:
+            choice = response.choices[0]
+            text = content_text(choice.message.content)
+        except (AttributeError, IndexError, TypeError, ValueError) as exc:
+            raise MalformedAnswer(f"the server's answer is not a chat completion ({exc})", usage, cost) from None
         return Completion(
-            text=choice.message.content or "",
+            text=text,
             finish_reason="length" if choice.finish_reason == "length" else "stop",
-            usage=Usage(
-                prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
-                completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
-            ),
+            usage=usage,
             latency_s=latency,
-            cost_usd=self._cost(response),
+            cost_usd=cost,
         )
 
     def _cost(self, response: Any) -> float | None:
@@ -180,6 +186,29 @@ def build_litellm(
             "e.g. litellm:openai/gpt-4o-mini (with --api-base for a local server)"
         )
     return LiteLLMModel(rest, api_bases=as_list(api_base), api_key_env=api_key_env, request_timeout_s=request_timeout_s)
+
+
+# How litellm words a 200 it could not parse: it raises those as 500s (which would be retried six times, each
+# paid), with nothing but the message to tell them apart: its own checks, and json's for a body that is not JSON.
+MALFORMED = (
+    "Invalid response object",
+    "LiteLLM: provider returned",
+    "Expecting value: line",
+    "Expecting property name",
+    "Unterminated string",
+    "Extra data: line",
+)
+
+
+def content_text(content: Any) -> str:
+    """A message's content: text, nothing, or a list of text parts (OpenAI's content-part form)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and all(isinstance(p, dict) and isinstance(p.get("text", ""), str) for p in content):
+        return "".join(p.get("text", "") for p in content if p.get("type", "text") == "text")
+    raise ValueError(f"content is a {type(content).__name__}, not text")
 
 
 def as_list(api_base: str | Sequence[str] | None) -> list[str]:

@@ -2,9 +2,10 @@
 
 It is a real HTTP server (stdlib, one thread per connection) so litellm, the OpenAI client, retries and
 timeouts are exercised for real. Faults are scripted per request number: `faults={1: 429, 2: 500, 3:
-"hang"}`, or for every request (`fault=...`). `"echo401"` answers 401 with the request's key in the error
-message, as OpenAI's "Incorrect API key provided: ..." does. Answers come from `reply(messages) -> str`
-(default: box the last number of the last message).
+"hang"}`, or for every request (`fault=...`); bytes are a 200 with that body (a malformed answer).
+`"echo401"` answers 401 with the request's key in the error message, as OpenAI's "Incorrect API key
+provided: ..." does. Answers come from `reply(messages) -> str` (default: box the last number of the last
+message).
 """
 
 from __future__ import annotations
@@ -30,9 +31,9 @@ class MockChatServer:
         self,
         reply: Reply = box_last_number,
         latency_s: float = 0.0,
-        faults: dict[int, int | str] | None = None,
+        faults: dict[int, int | str | bytes] | None = None,
         retry_after_s: float = 0.05,
-        fault: int | str | None = None,
+        fault: int | str | bytes | None = None,
     ) -> None:
         self.reply = reply
         self.latency_s = latency_s
@@ -98,6 +99,13 @@ class MockChatServer:
                     key = self.headers.get("Authorization", "").removeprefix("Bearer ")
                     message = f"Incorrect API key provided: {key}. You can find your API key at the dashboard."
                     self._send(401, {"error": {"message": message, "type": "invalid_request_error"}})
+                    return
+                if isinstance(fault, bytes):  # a 200 whose body is whatever the test scripted
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(fault)))
+                    self.end_headers()
+                    self.wfile.write(fault)
                     return
                 if isinstance(fault, int):
                     headers = {"retry-after": str(server.retry_after_s)} if fault == 429 else {}

@@ -22,12 +22,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from testtime.core.errors import ModelError, TransientModelError, UserError
+from testtime.core.errors import MalformedAnswer, ModelError, TransientModelError, UserError
 from testtime.core.model import LanguageModel
-from testtime.core.records import Completion, Message, SamplingParams, Usage
+from testtime.core.records import Completion, Message, SamplingParams, Usage, usage_from
 from testtime.core.secrets import environment_secrets
 from testtime.models import MODELS
-from testtime.models.api import as_list
+from testtime.models.api import as_list, content_text
 
 OUT_FIRST_S = 2.0  # how long a server that failed stays out, doubling on each further failure
 OUT_MAX_S = 60.0
@@ -178,23 +178,24 @@ def _status_text(status: int, body: bytes) -> str:
 
 
 def _completion(body: bytes, latency: float, price: float | None) -> Completion:
+    """A 200's body as a completion. Anything else (not JSON, no choice, content that is neither text nor
+    text parts) is a paid, malformed answer: a transient error that the engine records and retries, bounded;
+    token counts that are not plain non-negative integers are recorded as unknown."""
     try:
         response = json.loads(body)
+    except (ValueError, RecursionError):
+        raise MalformedAnswer(f"the server's answer is not JSON: {body[:200]!r}", None, price) from None
+    usage = usage_from(response.get("usage")) if isinstance(response, dict) else Usage(known=False)
+    try:
         choice = response["choices"][0]
-        text = choice["message"].get("content") or ""
-    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-        raise ModelError(f"the server's answer is not a chat completion: {body[:200]!r}") from None
-    usage = response.get("usage") or {}
+        text = content_text(choice["message"].get("content"))
+        reason = choice.get("finish_reason")
+    except (KeyError, IndexError, TypeError, AttributeError, ValueError):
+        raise MalformedAnswer(f"the server's answer is not a chat completion: {body[:200]!r}", usage, price) from None
     return Completion(
-        text=text,
-        finish_reason="length" if choice.get("finish_reason") == "length" else "stop",
-        usage=Usage(
-            prompt_tokens=int(usage.get("prompt_tokens") or 0),
-            completion_tokens=int(usage.get("completion_tokens") or 0),
-        ),
-        latency_s=latency,
+        text=text, finish_reason="length" if reason == "length" else "stop", usage=usage, latency_s=latency,
         cost_usd=price,
-    )
+    )  # fmt: skip
 
 
 def _retry_after(headers: Any) -> float | None:
