@@ -119,3 +119,34 @@ def test_concurrency_is_bounded() -> None:
 def test_retry_delay_honours_retry_after(retry_after: float | None) -> None:
     delay = RetryPolicy(base_delay_s=1.0).delay(1, retry_after)
     assert delay == 0.2 if retry_after else 0.5 <= delay <= 1.0
+
+
+def test_retry_after_is_parsed_safely() -> None:
+    from datetime import datetime, timedelta, timezone
+    from email.utils import format_datetime
+
+    from testtime.core.rollout import RetryPolicy, parse_retry_after
+
+    soon = format_datetime(datetime.now(timezone.utc) + timedelta(seconds=20), usegmt=True)
+    assert parse_retry_after("2.5") == 2.5 and 15 < (parse_retry_after(soon) or 0) <= 20
+    assert parse_retry_after(format_datetime(datetime(2000, 1, 1, tzinfo=timezone.utc), usegmt=True)) == 0.0
+    for bad in ("nan", "inf", "-inf", "-3", "soon", "", None, "Mon, 99 Foo"):
+        assert parse_retry_after(bad) is None, bad
+    policy = RetryPolicy(base_delay_s=0.5, max_delay_s=30)
+    assert 0 < policy.delay(1, float("nan")) <= 0.5  # a NaN that got through anyway falls back to the backoff
+    assert policy.delay(1, 1e9) == 30
+
+
+@pytest.mark.parametrize("provider", ["openai:mock", "litellm:openai/mock"])
+@pytest.mark.parametrize("header", ["nan", "inf", "-1"])
+def test_a_nonsense_retry_after_does_not_stall_the_run(provider: str, header: str) -> None:
+    import time
+
+    from tests.helpers import api_engine
+    from testtime.models.mock_server import MockChatServer
+
+    with MockChatServer(faults={1: 429}, retry_after_s=header) as server:
+        engine = api_engine(provider, [server.url], concurrency=1, attempts=3)
+        started = time.perf_counter()
+        [completion] = asyncio.run(engine.sample([Message(role="user", content="1 + 1")], 1, SamplingParams()))
+    assert completion.error is None and time.perf_counter() - started < 10

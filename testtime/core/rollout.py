@@ -7,10 +7,13 @@ sample by sample and no sample is ever paid for twice. Local backends batch conc
 from __future__ import annotations
 
 import asyncio
+import email.utils
+import math
 import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 
 from testtime.core.cache import CompletionCache, cache_key
@@ -31,10 +34,30 @@ class RetryPolicy:
     call_timeout_s: float = 600.0
 
     def delay(self, attempt: int, retry_after: float | None) -> float:
-        if retry_after is not None:
+        if retry_after is not None and math.isfinite(retry_after) and retry_after >= 0:
             return min(retry_after, self.max_delay_s)
         backoff = min(self.max_delay_s, self.base_delay_s * 2 ** (attempt - 1))
         return backoff * (0.5 + random.random() / 2)  # jitter so concurrent retries do not stampede
+
+
+def parse_retry_after(value: object) -> float | None:
+    """A `Retry-After` header as seconds to wait: a number of seconds or an HTTP date; anything else (NaN,
+    infinity, a negative number, garbage) is None, and the backoff decides."""
+    if value is None:
+        return None
+    text = str(value).strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(text)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:
+            return None
+        seconds = (when - datetime.now(timezone.utc)).total_seconds()
+        return max(0.0, seconds) if math.isfinite(seconds) else None
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
 
 
 def sample_seed(base: int | None, sample_index: int) -> int | None:

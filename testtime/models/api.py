@@ -19,6 +19,7 @@ from typing import Any
 from testtime.core.errors import MalformedAnswer, ModelError, TransientModelError, UserError
 from testtime.core.model import LanguageModel
 from testtime.core.records import Completion, Message, SamplingParams, usage_from
+from testtime.core.rollout import parse_retry_after
 from testtime.core.secrets import environment_secrets
 from testtime.models import MODELS
 
@@ -39,10 +40,7 @@ OUT_S = 5.0  # how long the Router keeps a failing server out
 def _retry_after(exc: Exception) -> float | None:
     response = getattr(exc, "response", None)
     headers = getattr(response, "headers", None) or getattr(exc, "headers", None) or {}
-    try:
-        return float(headers.get("retry-after")) if headers.get("retry-after") is not None else None
-    except (TypeError, ValueError):
-        return None
+    return parse_retry_after(headers.get("retry-after"))
 
 
 class LiteLLMModel(LanguageModel):

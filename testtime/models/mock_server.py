@@ -32,7 +32,7 @@ class MockChatServer:
         reply: Reply = box_last_number,
         latency_s: float = 0.0,
         faults: dict[int, int | str | bytes] | None = None,
-        retry_after_s: float = 0.05,
+        retry_after_s: float | str = 0.05,
         fault: int | str | bytes | None = None,
     ) -> None:
         self.reply = reply

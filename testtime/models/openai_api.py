@@ -25,6 +25,7 @@ from typing import Any
 from testtime.core.errors import MalformedAnswer, ModelError, TransientModelError, UserError
 from testtime.core.model import LanguageModel
 from testtime.core.records import Completion, Message, SamplingParams, Usage, usage_from
+from testtime.core.rollout import parse_retry_after
 from testtime.core.secrets import environment_secrets
 from testtime.models import MODELS
 from testtime.models.api import as_list, content_text
@@ -199,10 +200,7 @@ def _completion(body: bytes, latency: float, price: float | None) -> Completion:
 
 
 def _retry_after(headers: Any) -> float | None:
-    try:
-        return float(headers["retry-after"]) if "retry-after" in headers else None
-    except (TypeError, ValueError):
-        return None
+    return parse_retry_after(headers.get("retry-after"))
 
 
 @MODELS.register("openai", help="OpenAI-compatible servers, direct: openai:<model> --api-base URL [...]")
