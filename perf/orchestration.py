@@ -1,9 +1,11 @@
 """Rollout-engine overhead: 1,000 calls at concurrency 64 against 200 ms of injected latency.
 
-Four rows, run side by side: the engine with the fake backend (pure engine cost: cache, ledger, retries,
+Six rows, run side by side: the engine with the fake backend (pure engine cost: cache, ledger, retries,
 semaphore), the engine through litellm and through the direct `openai:` provider against one real local
-HTTP server (each adds its client stack), and bare aiohttp POSTs to that server with no engine, the floor
-that server and this box allow. The server runs in its own process, so its threads neither share this
+HTTP server (each adds its client stack), bare aiohttp POSTs to that server with no engine (the floor that
+server and this box allow), and litellm and `openai:` against a server with a listen backlog of 5 (Python's
+`http.server` and cpp-httplib's default: a burst of connects beyond it meets SYN drops and 1 s
+retransmits). The server runs in its own process, so its threads neither share this
 process's GIL nor count in its CPU time (they do share the box's cores).
 Ideal wall time = calls × latency / concurrency. Goals: ≤ 1.3× ideal, < 1 ms engine overhead per call;
 `openai:` ≤ 1.3× ideal and ≤ 1.5 ms CPU per call.
@@ -71,6 +73,17 @@ def run_bare(url: str, calls: int, concurrency: int) -> tuple[float, float]:
     return time.perf_counter() - wall, time.process_time() - cpu
 
 
+def _serve(latency: float, backlog: int) -> tuple[subprocess.Popen[str], str]:
+    """The mock server in a process of its own; its URL."""
+    server = subprocess.Popen(
+        [sys.executable, "-m", "testtime.models.mock_server", "--latency", str(latency), "--backlog", str(backlog)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert server.stdout is not None
+    return server, server.stdout.readline().strip()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=1000)
@@ -82,13 +95,8 @@ def main() -> None:
         args.calls, args.concurrency, args.latency = 40, 8, 0.01
     ideal = args.calls * args.latency / args.concurrency
     rows = []
-    server = subprocess.Popen(
-        [sys.executable, "-m", "testtime.models.mock_server", "--latency", str(args.latency)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert server.stdout is not None
-    url = server.stdout.readline().strip()
+    server, url = _serve(args.latency, 256)
+    small, small_url = _serve(args.latency, 5)
     with tempfile.TemporaryDirectory() as tmp:
         fake = FakeModel(latency_s=args.latency)
         (Path(tmp) / "fake").mkdir()
@@ -103,7 +111,13 @@ def main() -> None:
         wall, cpu = run_engine(direct, args.calls, args.concurrency, Path(tmp) / "openai")
         rows.append(("engine + openai + local HTTP server", wall, cpu))
         rows.append(("bare aiohttp POSTs, no engine (floor)", *run_bare(url, args.calls, args.concurrency)))
+        for name, spec in (("litellm", "litellm:openai/mock"), ("openai", "openai:mock")):
+            (Path(tmp) / f"small-{name}").mkdir()
+            model = resolve_model(spec, api_base=small_url)
+            wall, cpu = run_engine(model, args.calls, args.concurrency, Path(tmp) / f"small-{name}")
+            rows.append((f"engine + {name} + backlog-5 server", wall, cpu))
     server.kill()
+    small.kill()
     print(
         f"{args.calls} calls, concurrency {args.concurrency}, latency {args.latency * 1000:.0f} ms; "
         f"ideal wall {ideal:.2f} s"

@@ -76,3 +76,40 @@ def test_resume_asks_again_for_failed_samples_and_only_those(testtime_cli: Cli, 
     entries = read_entries(out / "ledger.jsonl")
     assert sum(e.error is not None for e in entries) == 2  # the failed attempts stay in the ledger
     assert sum(not e.cached and e.error is None for e in entries) == 4  # each sample paid for once
+
+
+def _nowhere_in(out: Path, *shown: str) -> None:
+    for text in shown:
+        assert SECRET not in text and SECRET[:12] not in text
+    for path in out.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            assert SECRET.encode() not in data and SECRET[-12:].encode() not in data, path
+
+
+def test_a_key_echoed_inside_a_successful_answer_is_scrubbed(testtime_cli: Cli, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    with MockChatServer(reply=lambda messages: f"Your key is {SECRET}. \\boxed{{3}}") as server:
+        done = run(testtime_cli, server, out, "--limit", "2", "--n", "2")
+    assert done.returncode == 0, done.stderr
+    _nowhere_in(out, done.stdout, done.stderr)
+    assert "[redacted]" in (out / "blobs.jsonl").read_text()  # the answer kept, the key gone
+
+
+def test_a_key_written_into_the_server_url_is_never_recorded(testtime_cli: Cli, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    with MockChatServer() as server:
+        keyed = server.url.replace("http://", f"http://me:{SECRET}@") + f"?api_key={SECRET}"
+        args = ("--model", "openai:mock", "--api-base", keyed, "--limit", "2", "--n", "2", "--quiet")
+        done = testtime_cli("run", "--bench", "arith", *args, "--out", str(out))
+        assert done.returncode == 0, done.stderr
+        _nowhere_in(out, done.stdout, done.stderr)
+        config = json.loads((out / "config.json").read_text())
+        assert config["run"]["api_base"] == [
+            f"{server.url.replace('http://', 'http://me:[redacted]@')}?api_key=[redacted]"
+        ]
+        refused = testtime_cli("run", "--resume", str(out), "--quiet")
+        assert refused.returncode == 2 and "carried a credential" in refused.stderr
+        again = testtime_cli("run", "--resume", str(out), "--api-base", keyed, "--quiet")
+        assert again.returncode == 0, again.stderr
+        _nowhere_in(out, again.stdout, again.stderr)

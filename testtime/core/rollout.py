@@ -134,6 +134,9 @@ class RolloutEngine:
         completion, attempts = await self._call(messages, params, entry)
         completion = completion.model_copy(update={"call": call})
         if completion.error is None:
+            secrets = self._secrets()
+            if any(s in completion.text for s in secrets):  # a server that echoes the key in its answer
+                completion = completion.model_copy(update={"text": scrub(completion.text, secrets)})
             self.cache.put(key, completion)
         else:  # error texts may echo a key back (a 401 body does): never record or show one
             completion = completion.model_copy(update={"error": scrub(completion.error, self._secrets())})

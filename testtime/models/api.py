@@ -20,7 +20,7 @@ from testtime.core.errors import MalformedAnswer, ModelError, TransientModelErro
 from testtime.core.model import LanguageModel
 from testtime.core.records import Completion, Message, SamplingParams, usage_from
 from testtime.core.rollout import parse_retry_after
-from testtime.core.secrets import environment_secrets
+from testtime.core.secrets import environment_secrets, redact_url, url_secrets
 from testtime.models import MODELS
 
 
@@ -79,13 +79,13 @@ class LiteLLMModel(LanguageModel):
     def describe(self) -> dict[str, Any]:
         return {
             "name": self.name,
-            "api_base": self.api_bases,
+            "api_base": [redact_url(u) for u in self.api_bases],
             "api_key_env": self.api_key_env,
             "request_timeout_s": self.request_timeout_s,
         }
 
     def secrets(self) -> list[str]:
-        return environment_secrets([self.api_key_env])
+        return environment_secrets([self.api_key_env]) + url_secrets(self.api_bases)
 
     def _api_key(self) -> str | None:
         if self.api_key_env:

@@ -34,6 +34,7 @@ class MockChatServer:
         faults: dict[int, int | str | bytes] | None = None,
         retry_after_s: float | str = 0.05,
         fault: int | str | bytes | None = None,
+        backlog: int = 256,
     ) -> None:
         self.reply = reply
         self.latency_s = latency_s
@@ -44,9 +45,11 @@ class MockChatServer:
         self.completed = 0
         self.bodies: list[dict[str, Any]] = []  # every request body as received: what went over the wire
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler(), bind_and_activate=False)
         self._server.daemon_threads = True
-        self._server.request_queue_size = 256
+        self._server.request_queue_size = backlog  # the listen backlog (5 is Python's and cpp-httplib's default)
+        self._server.server_bind()
+        self._server.server_activate()
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property
@@ -145,8 +148,9 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description="A scripted OpenAI-compatible chat server on 127.0.0.1.")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds before each answer")
+    parser.add_argument("--backlog", type=int, default=256, help="the listen backlog")
     args = parser.parse_args()
-    with MockChatServer(latency_s=args.latency) as server:
+    with MockChatServer(latency_s=args.latency, backlog=args.backlog) as server:
         print(server.url, flush=True)
         threading.Event().wait()
 

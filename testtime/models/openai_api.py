@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -26,12 +27,15 @@ from testtime.core.errors import MalformedAnswer, ModelError, TransientModelErro
 from testtime.core.model import LanguageModel
 from testtime.core.records import Completion, Message, SamplingParams, Usage, usage_from
 from testtime.core.rollout import parse_retry_after
-from testtime.core.secrets import environment_secrets
+from testtime.core.secrets import environment_secrets, redact_url, url_secrets
 from testtime.models import MODELS
 from testtime.models.api import as_list, content_text
 
 OUT_FIRST_S = 2.0  # how long a server that failed stays out, doubling on each further failure
 OUT_MAX_S = 60.0
+CONNECTIONS_PER_SERVER = 32  # a small-backlog server (Python's http.server: 5) drops SYNs beyond its queue
+CONNECT_TIMEOUT_S = 0.5  # a connect not done by then met a full backlog: the kernel would wait 1 s to retry
+CONNECT_TRIES = 6  # quick retries of a refused or stalled connect, before the server counts as failed
 
 
 @dataclass
@@ -93,10 +97,12 @@ class OpenAIModel(LanguageModel):
         def make_session(_: str) -> Any:
             import aiohttp
 
+            # Credentials written into the URL are the server's own (basic auth through a proxy): then no bearer.
+            bearer = {} if "@" in url.split("//", 1)[-1].split("/", 1)[0] else {"Authorization": f"Bearer {self._key}"}
             return aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=0),  # the engine's semaphore bounds calls in flight
-                headers={"Authorization": f"Bearer {self._key}"},
-                timeout=aiohttp.ClientTimeout(total=self.request_timeout_s),
+                connector=aiohttp.TCPConnector(limit_per_host=CONNECTIONS_PER_SERVER),
+                headers=bearer,
+                timeout=aiohttp.ClientTimeout(total=self.request_timeout_s, sock_connect=CONNECT_TIMEOUT_S),
             )
 
         self.servers.append(Server(url.rstrip("/"), make_session))
@@ -112,17 +118,32 @@ class OpenAIModel(LanguageModel):
     def describe(self) -> dict[str, Any]:
         return {
             "name": self.name,
-            "api_base": [s.url for s in self.servers],
+            "api_base": [redact_url(s.url) for s in self.servers],
             "api_key_env": self.api_key_env,
             "request_timeout_s": self.request_timeout_s,
         }
 
     def secrets(self) -> list[str]:
-        return environment_secrets([self.api_key_env])
+        return environment_secrets([self.api_key_env]) + url_secrets(s.url for s in self.servers)
 
     async def aclose(self) -> None:
         for server in self.servers:
             await server.close()
+
+    async def _post(self, server: Server, request: dict[str, Any]) -> tuple[int, bytes, Any]:
+        """One POST; a connect that is refused or stalls (a full listen backlog) is tried again at once, with a
+        little jitter, rather than after the kernel's one-second SYN retransmit or the engine's backoff."""
+        import aiohttp
+
+        url = f"{server.url}/chat/completions"
+        for attempt in range(1, CONNECT_TRIES + 1):
+            try:
+                return await _post_once(server.client(), url, request)
+            except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError):
+                if attempt == CONNECT_TRIES:
+                    raise
+                await asyncio.sleep(random.uniform(0.005, 0.03) * attempt)
+        raise AssertionError("unreachable: the loop returns or raises")
 
     def _order(self) -> list[Server]:
         """Servers to try for one call, each at most once: those in service by load, then those taken out,
@@ -153,8 +174,7 @@ class OpenAIModel(LanguageModel):
             started = time.perf_counter()
             server.in_flight += 1
             try:
-                async with server.client().post(f"{server.url}/chat/completions", json=request) as response:
-                    status, body = response.status, await response.read()
+                status, body, headers = await self._post(server, request)
             except (aiohttp.ClientError, asyncio.TimeoutError) as exc:  # refused, reset, timed out
                 server.failed(time.monotonic())  # out for a while; the call goes to the next server now
                 last = f"{type(exc).__name__}: {exc}"
@@ -166,12 +186,17 @@ class OpenAIModel(LanguageModel):
                 last = _status_text(status, body)
                 continue
             if status in (408, 409, 429):  # the server is fine; this call may succeed later
-                raise TransientModelError(_status_text(status, body), retry_after=_retry_after(response.headers))
+                raise TransientModelError(_status_text(status, body), retry_after=_retry_after(headers))
             if status >= 400:
                 raise ModelError(_status_text(status, body))
             server.answered()
             return _completion(body, time.perf_counter() - started, self.price)
         raise TransientModelError(f"no server answered ({last})")
+
+
+async def _post_once(session: Any, url: str, request: dict[str, Any]) -> tuple[int, bytes, Any]:
+    async with session.post(url, json=request) as response:
+        return response.status, await response.read(), response.headers
 
 
 def _status_text(status: int, body: bytes) -> str:

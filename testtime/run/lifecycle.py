@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import IO
 
 from testtime.core.errors import UserError
+from testtime.core.secrets import REDACTED, redact_url
 from testtime.run.build import RunParts, build_parts, check_run_flags
 from testtime.run.directory import RunDir, default_run_path
 from testtime.run.manifest import Resumed, RunManifest, now
@@ -35,10 +36,11 @@ class OpenRun:
     replay_of: RunDir | None = None  # a replay: the run whose cache answers every call
     notes: list[str] = field(default_factory=list)  # what opening did that a user should read (an upgrade)
     lock: IO[str] | None = None
+    settings_used: RunSettings | None = None  # what runs, where it differs from the record (a URL's credential)
 
     @property
     def settings(self) -> RunSettings:
-        return self.manifest.run
+        return self.settings_used or self.manifest.run
 
     @property
     def path(self) -> Path:
@@ -62,7 +64,7 @@ def create(settings: RunSettings, out: Path | None, runs_root: Path = Path("runs
         parts.close()
         raise
     manifest = RunManifest(
-        run=settings,
+        run=_recordable(settings),
         effective=parts.effective(settings),
         method=parts.method.describe(),
         benchmark=parts.benchmark.describe(),
@@ -70,7 +72,7 @@ def create(settings: RunSettings, out: Path | None, runs_root: Path = Path("runs
         versions=versions(),
     )
     directory.write_manifest(manifest)
-    return OpenRun(directory, manifest, parts, notes=list(parts.benchmark.notes), lock=lock)
+    return OpenRun(directory, manifest, parts, notes=list(parts.benchmark.notes), lock=lock, settings_used=settings)
 
 
 def resume(path: Path, changes: ResumeChanges | None = None) -> OpenRun:
@@ -82,13 +84,18 @@ def resume(path: Path, changes: ResumeChanges | None = None) -> OpenRun:
         notes.append(f"upgraded {path} to the current record schema (the files as they were: {path}/schema1/)")
     manifest = directory.read_manifest()
     given = (changes or ResumeChanges()).given()
-    changed = {k: v for k, v in given.items() if getattr(manifest.run, k) != v}
-    if changed:
-        settings = manifest.run.model_copy(update=changed)
-        manifest = manifest.model_copy(
-            update={"run": settings, "resumed": [*manifest.resumed, Resumed(time=now(), changed=changed)]}
+    if any(REDACTED in url for url in manifest.run.api_base) and "api_base" not in given:
+        raise UserError(
+            f"{path}: its --api-base carried a credential, which was not stored; give the URL again: "
+            f"testtime run --resume {path} --api-base URL"
         )
-    parts = build_parts(manifest.run)
+    settings = manifest.run.model_copy(update=given)  # what runs: a new URL whole, its credential included
+    recorded = _recordable(settings)
+    changed = {k: getattr(recorded, k) for k in given if getattr(recorded, k) != getattr(manifest.run, k)}
+    if changed:
+        resumed = [*manifest.resumed, Resumed(time=now(), changed=changed)]
+        manifest = manifest.model_copy(update={"run": recorded, "resumed": resumed})
+    parts = build_parts(settings)
     then, now_hash = manifest.benchmark.get("sha256"), parts.benchmark.describe().get("sha256")
     if then and now_hash and then != now_hash:
         parts.close()
@@ -97,9 +104,9 @@ def resume(path: Path, changes: ResumeChanges | None = None) -> OpenRun:
             "were answered from other data; start a new run instead"
         )
     if manifest.effective is None:  # written before effective settings were recorded: record them now
-        manifest = manifest.model_copy(update={"effective": parts.effective(manifest.run)})
+        manifest = manifest.model_copy(update={"effective": parts.effective(settings)})
     directory.write_manifest(manifest)
-    return OpenRun(directory, manifest, parts, notes=notes, lock=lock)
+    return OpenRun(directory, manifest, parts, notes=notes, lock=lock, settings_used=settings)
 
 
 def replay(path: Path) -> OpenRun:
@@ -123,6 +130,11 @@ def create_or_resume(settings: RunSettings, folder: Path) -> OpenRun:
         budgets = ResumeChanges(max_cost=settings.max_cost, max_tokens_total=settings.max_tokens_total)
         return resume(folder, budgets)
     return create(settings, folder)
+
+
+def _recordable(settings: RunSettings) -> RunSettings:
+    """The settings as the manifest keeps them: a credential written into a server URL redacted."""
+    return settings.model_copy(update={"api_base": [redact_url(u) for u in settings.api_base]})
 
 
 def _lock(directory: RunDir) -> IO[str]:
