@@ -137,7 +137,7 @@ def test_grade_json_for_predictions_from_any_system(tmp_path: Path, shared_data:
     ("args", "message"),
     [
         (["run", "--model", "nope:x"], "unknown model provider 'nope'"),
-        (["run", "--bench", "aime99"], "unknown benchmark 'aime99'; available: aime24"),
+        (["run", "--bench", "aime99"], "unknown benchmark 'aime99'; registered: aime24"),
         (["run", "--method", "magic"], "unknown method 'magic'"),
         (["run", "--bench", "aime24", "--data-dir", "/does/not/exist"], "not a readable folder"),
         (["run", "--bench-opt", "digits"], "--bench-opt expects KEY=VALUE"),

@@ -54,6 +54,8 @@ def run_command(
     lcb-v6's --release, --difficulty) are listed below. ttrl trains the local model on the problems
     (label-free) and evaluates it before and after; try `--method ttrl --preset cpu` on the embedded model.
     """
+    import signal
+
     from testtime.cli.display import (
         EXIT_ALL_FAILED,
         RunProgress,
@@ -63,6 +65,7 @@ def run_command(
         summary_table,
     )
     from testtime.cli.flags import run_options
+    from testtime.core.errors import Interrupted
     from testtime.run import lifecycle
     from testtime.run.execute import execute
     from testtime.run.settings import ResumeChanges
@@ -91,13 +94,14 @@ def run_command(
     console.print(f"run directory: [bold]{run.path}[/bold]", soft_wrap=True)
     try:
         summary = execute(run, RunProgress(enabled=flags.progress), retry_errors=not no_retry_errors)
-    except KeyboardInterrupt:
+    except (Interrupted, KeyboardInterrupt) as exc:
+        signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
         console.print(
-            f"[yellow]interrupted.[/yellow] Finished problems are saved; continue with:\n"
-            f"  testtime run --resume {run.path}",
+            f"[yellow]{escape(str(exc) or 'interrupted')}.[/yellow] Calls in flight were kept and finished problems "
+            f"saved; continue with:\n  testtime run --resume {run.path}",
             soft_wrap=True,  # a wrapped command cannot be pasted
         )
-        raise typer.Exit(130) from None
+        raise typer.Exit(128 + signum) from None
     results_console.print(summary_table(summary, f"{summary.method} on {summary.bench} · {summary.model}"))
     print_warnings(summary)
     if summary.stopped:

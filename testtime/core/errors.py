@@ -39,8 +39,21 @@ class MalformedAnswer(TransientModelError):
         self.cost_usd = cost_usd
 
 
-class BudgetExhausted(Exception):
+class RunStopped(Exception):
+    """A run stops before it is done, cleanly: no new call starts, the calls in flight land, finished problems
+    are saved, and `--resume` continues."""
+
+
+class BudgetExhausted(RunStopped):
     """A run reached its --max-cost or --max-tokens-total: it stops cleanly and can be resumed with more."""
+
+
+class Interrupted(RunStopped):
+    """Ctrl-C, SIGTERM or SIGHUP: the run stops as for a spent budget, and the process then exits 128 + signal."""
+
+    def __init__(self, message: str, signum: int) -> None:
+        super().__init__(message)
+        self.signum = signum
 
 
 def first_error(exc: ValidationError) -> tuple[str, str]:

@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from testtime.core.cache import CompletionCache, cache_key
-from testtime.core.errors import BudgetExhausted, MalformedAnswer, ModelError, TransientModelError
+from testtime.core.errors import BudgetExhausted, MalformedAnswer, ModelError, RunStopped, TransientModelError
 from testtime.core.ledger import CallPurpose, Ledger, LedgerEntry
 from testtime.core.model import LanguageModel
 from testtime.core.records import Completion, Message, SamplingParams, Usage
@@ -93,6 +93,12 @@ class RolloutEngine:
         self.concurrency = concurrency
         self._slots = asyncio.Semaphore(concurrency)
         self.trace = trace or Trace(None)
+        self.stop: RunStopped | None = None  # set by `request_stop`: no new call starts after it
+
+    def request_stop(self, reason: RunStopped) -> None:
+        """Start no new call from now on (each raises `reason` when it would take its slot); calls in flight
+        finish and land in the ledger and the cache."""
+        self.stop = reason
 
     async def sample(
         self,
@@ -171,9 +177,11 @@ class RolloutEngine:
         return [*(self.model.secrets() if self.model is not None else []), *environment_secrets()]
 
     def _check_budget(self) -> None:
-        """Refuse a new paid call once a budget is spent. Checked when a call has its slot, just before it is
-        sent: calls queued behind the slots never pass on a budget that calls in flight are about to spend, so
-        a run overshoots by at most the calls in flight (which still land in the ledger)."""
+        """Refuse a new paid call once a budget is spent or a stop was asked for. Checked when a call has its
+        slot, just before it is sent: calls queued behind the slots never pass on a budget that calls in flight
+        are about to spend, so a run overshoots by at most the calls in flight (which still land in the ledger)."""
+        if self.stop is not None:
+            raise self.stop
         totals = self.ledger.totals
         if self.max_cost_usd is not None and totals.cost_usd >= self.max_cost_usd:
             raise BudgetExhausted(f"cost budget reached: ${totals.cost_usd:.4f} of ${self.max_cost_usd:.4f}")

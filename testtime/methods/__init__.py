@@ -26,7 +26,7 @@ from pydantic import Field
 
 from testtime.core.answers import extract_answer
 from testtime.core.checkpoint import RoundCheckpoints
-from testtime.core.errors import BudgetExhausted, UserError
+from testtime.core.errors import RunStopped, UserError
 from testtime.core.ledger import CallPurpose
 from testtime.core.options import Options, flag
 from testtime.core.programs import extract_program
@@ -182,8 +182,8 @@ class PerProblem(Method):
 
     async def stream(self, problems: Sequence[Problem], ctx: MethodContext) -> AsyncIterator[ProblemResult]:
         """The caller grades outside the method, so nothing that can reach a reference is ever handed in. When
-        a budget runs out, the problems still running finish what is in flight (every paid call lands in the
-        ledger, every finished problem is yielded) and the budget's stop is raised after them."""
+        a budget runs out or a stop is asked for, the problems still running finish what is in flight (every paid
+        call lands in the ledger, every finished problem is yielded) and the stop is raised after them."""
         slots = asyncio.Semaphore(ctx.problem_concurrency)
 
         async def one(problem: Problem) -> ProblemResult:
@@ -191,12 +191,12 @@ class PerProblem(Method):
                 return await self.solve(problem, ctx)
 
         tasks = [asyncio.create_task(one(p)) for p in problems]
-        stopped: BudgetExhausted | None = None
+        stopped: RunStopped | None = None
         try:
             for finished in asyncio.as_completed(tasks):
                 try:
                     result = await finished
-                except BudgetExhausted as exc:
+                except RunStopped as exc:
                     stopped = stopped or exc  # the others now fail fast at their next call
                     continue
                 yield result

@@ -8,11 +8,14 @@ so `--resume` continues a killed run and `--replay` re-scores from the cache wit
 from __future__ import annotations
 
 import asyncio
+import signal
+import threading
 import time
+from collections.abc import Callable
 
 from testtime.core.cache import CompletionCache
 from testtime.core.checkpoint import RoundCheckpoints
-from testtime.core.errors import BudgetExhausted
+from testtime.core.errors import Interrupted, RunStopped
 from testtime.core.ledger import Ledger, read_entries
 from testtime.core.results import ResultRecord, read_steps
 from testtime.core.rollout import RetryPolicy, RolloutEngine
@@ -24,6 +27,9 @@ from testtime.evaluation.ttrl_compute import ttrl_compute
 from testtime.methods import MethodContext, PerProblem
 from testtime.run.lifecycle import OpenRun
 from testtime.run.observer import ProgressPlan, QuietObserver, RunObserver
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+GRACE_S = 10.0  # how long calls in flight may take to land after a stop signal
 
 
 def _failed_round(record: ResultRecord) -> int | None:
@@ -93,10 +99,12 @@ def execute(run: OpenRun, observer: RunObserver | None = None, retry_errors: boo
             rounds=rounds * len(problems) if rounds else None,
         )
     )
+    interrupted: Interrupted | None = None
     try:
         asyncio.run(_solve(run, todo, ctx, observer, checkpoints))
-    except BudgetExhausted as exc:
-        stopped = str(exc)  # finished problems are saved; a resume with a larger budget continues
+    except RunStopped as exc:
+        stopped = str(exc)  # finished problems are saved; a resume (with a larger budget) continues
+        interrupted = exc if isinstance(exc, Interrupted) else None
     except BaseException:
         run.release()
         raise
@@ -147,7 +155,28 @@ def execute(run: OpenRun, observer: RunObserver | None = None, retry_errors: boo
         ]
     )
     run.release()
+    if interrupted is not None:
+        raise interrupted  # the summary is written; the command says how to resume and exits 128 + signal
     return summary
+
+
+def _stop_on_signals(engine: RolloutEngine) -> Callable[[], None]:
+    """Ctrl-C, SIGTERM and SIGHUP stop the run gracefully: no new call starts, calls in flight have
+    `GRACE_S` to land (then they are cancelled); a second signal cancels at once. Returns the undo."""
+    loop, main = asyncio.get_running_loop(), asyncio.current_task()
+    if threading.current_thread() is not threading.main_thread() or main is None:
+        return lambda: None  # signal handlers belong to the main thread (a server runs its own)
+
+    def on_signal(signum: int) -> None:
+        if engine.stop is not None and isinstance(engine.stop, Interrupted):
+            main.cancel()  # the second one: no grace
+            return
+        engine.request_stop(Interrupted(f"interrupted by {signal.Signals(signum).name}", signum))
+        loop.call_later(GRACE_S, main.cancel)
+
+    for signum in STOP_SIGNALS:
+        loop.add_signal_handler(signum, on_signal, signum)
+    return lambda: [loop.remove_signal_handler(s) for s in STOP_SIGNALS] and None
 
 
 async def _solve(
@@ -161,6 +190,7 @@ async def _solve(
             await asyncio.sleep(0.5)
 
     refresher = asyncio.create_task(refresh())
+    undo = _stop_on_signals(ctx.engine)
     try:
         async for result in parts.method.stream(todo, ctx):
             # Grading may run programs in the sandbox: off the event loop, so sampling carries on meanwhile.
@@ -168,7 +198,13 @@ async def _solve(
             record = ResultRecord.of(result, grading)
             run.directory.append_result(record)
             observer.problem_done(record, checkpoints.finished_rounds())
+    except asyncio.CancelledError:
+        stop = ctx.engine.stop
+        if isinstance(stop, Interrupted):
+            raise stop from None  # the grace period ran out, or a second signal came
+        raise
     finally:
+        undo()
         refresher.cancel()
         if parts.model is not None:
             await parts.model.aclose()
