@@ -113,3 +113,27 @@ def test_a_key_written_into_the_server_url_is_never_recorded(testtime_cli: Cli, 
         again = testtime_cli("run", "--resume", str(out), "--api-base", keyed, "--quiet")
         assert again.returncode == 0, again.stderr
         _nowhere_in(out, again.stdout, again.stderr)
+
+
+def test_a_full_disk_is_one_line_and_a_resume_recovers(testtime_cli: Cli, tmp_path: Path) -> None:
+    """A run directory on a 160 KiB filesystem fills up mid-run: one line, no traceback; once there is room
+    again, `--resume` finishes the run."""
+    import subprocess
+
+    import pytest
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=160k", "tmpfs", str(disk)], capture_output=True).returncode:
+        pytest.skip("needs root to mount a small tmpfs")
+    try:
+        out = disk / "run"
+        done = testtime_cli("run", "--model", "fake:", "--limit", "32", "--quiet", "--out", str(out))
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        assert f"cannot write to {out}" in done.stderr and f"--resume {out}" in done.stderr
+        subprocess.run(["mount", "-o", "remount,size=20m", str(disk)], check=True)
+        again = testtime_cli("run", "--resume", str(out), "--quiet")
+        assert again.returncode == 0, again.stderr
+        assert json.loads((out / "summary.json").read_text())["problems"] == 32
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)

@@ -5,12 +5,16 @@ mistake is one line on stderr and exit status 2, never a traceback."""
 
 from __future__ import annotations
 
+import errno
+import sqlite3
 import sys
 from typing import Annotated, Any
 
 import typer
 
 from testtime.core.errors import UserError
+
+STORAGE_ERRNOS = (errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EIO, errno.EFBIG)
 
 app = typer.Typer(
     help="Make a language model better at a set of problems at test time, without labels.",
@@ -64,3 +68,17 @@ def main(argv: list[str] | None = None) -> Any:
     except UserError as exc:
         typer.secho(f"error: {exc}", fg="red", err=True)
         sys.exit(2)
+    except (OSError, sqlite3.OperationalError) as exc:
+        if not storage_failure(exc):
+            raise
+        typer.secho(
+            f"error: cannot write: {exc}; free some space (or fix the folder) and run again", fg="red", err=True
+        )
+        sys.exit(2)
+
+
+def storage_failure(exc: BaseException) -> bool:
+    """The disk, not the program: full, read-only, over quota, or failing. One line, never a traceback."""
+    if isinstance(exc, sqlite3.OperationalError):
+        return any(words in str(exc) for words in ("full", "readonly", "disk I/O", "unable to open"))
+    return isinstance(exc, OSError) and exc.errno in STORAGE_ERRNOS

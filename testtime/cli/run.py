@@ -55,7 +55,9 @@ def run_command(
     (label-free) and evaluates it before and after; try `--method ttrl --preset cpu` on the embedded model.
     """
     import signal
+    import sqlite3
 
+    from testtime.cli import storage_failure
     from testtime.cli.display import (
         EXIT_ALL_FAILED,
         RunProgress,
@@ -102,6 +104,13 @@ def run_command(
             soft_wrap=True,  # a wrapped command cannot be pasted
         )
         raise typer.Exit(128 + signum) from None
+    except (OSError, sqlite3.OperationalError) as exc:
+        if not storage_failure(exc):
+            raise
+        raise UserError(
+            f"cannot write to {run.path}: {exc}. Finished problems are saved; free some space, then continue "
+            f"with: testtime run --resume {run.path}"
+        ) from None
     results_console.print(summary_table(summary, f"{summary.method} on {summary.bench} · {summary.model}"))
     print_warnings(summary)
     if summary.stopped:

@@ -208,3 +208,9 @@ async def _solve(
         refresher.cancel()
         if parts.model is not None:
             await parts.model.aclose()
+        # Whatever is left (calls of an abandoned problem) ends here, its errors collected, so an error that
+        # stopped the run is reported once, by the caller, and not again by asyncio's shutdown.
+        others = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+        for task in others:
+            task.cancel()
+        await asyncio.gather(*others, return_exceptions=True)
