@@ -64,3 +64,23 @@ def test_the_cli_says_it_in_one_line(tmp_path: Path, testtime_cli) -> None:  # t
     done = testtime_cli("run", "--bench", "aime24", "--data-dir", str(data), "--model", "fake:", "--out", str(out))
     assert done.returncode == 2 and "aime24.jsonl:2: not valid UTF-8" in done.stderr
     assert "Traceback" not in done.stderr and not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("row", "options", "message"),
+    [
+        (hub_row(public_test_cases="just some words"), {}, "undecodable tests"),
+        (
+            hub_row(
+                public_test_cases=json.dumps([{"input": "1", "output": "1", "testtype": "functional"}]), metadata="{}"
+            ),
+            {},
+            "functional tests but no func_name",
+        ),
+        (hub_row(), {"release": "v99"}, "unknown LiveCodeBench release 'v99'"),
+        (hub_row(), {"release": "release_v5"}, "--release release_v5 chooses hub shards"),
+    ],
+)
+def test_a_bad_livecodebench_row_or_option_is_one_line(tmp_path: Path, row: dict, options: dict, message: str) -> None:
+    with pytest.raises(UserError, match=message):
+        BENCHMARKS.create("lcb-v6", data_dir=write_rows(tmp_path, [row]), **options).load()

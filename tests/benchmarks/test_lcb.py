@@ -59,7 +59,7 @@ def test_public_tests_decode_from_a_json_string_and_from_a_list() -> None:
 
 def test_a_pickle_that_names_a_class_is_refused() -> None:
     hostile = base64.b64encode(zlib.compress(pickle.dumps(Path("/etc/passwd")))).decode()
-    with pytest.raises(pickle.UnpicklingError, match="refusing"):
+    with pytest.raises(ValueError, match="UnpicklingError"):  # refused: the class is never loaded
         decode_tests(hostile)
 
 

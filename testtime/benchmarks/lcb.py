@@ -40,6 +40,12 @@ class LCBOptions(Options):
         "lenient", "lenient | official (the official grader's semantics exactly, for headline numbers)"
     )
 
+    @field_validator("release")
+    @classmethod
+    def _release(cls, value: str) -> str:
+        release_shards(value)  # an unknown release is refused whatever the source
+        return value
+
     @field_validator("start_date", "end_date")
     @classmethod
     def _day(cls, value: str | None, info: ValidationInfo) -> str | None:
@@ -61,6 +67,11 @@ class LiveCodeBench(CodeBenchmark):
 
     def _rows(self) -> list[dict[str, Any]]:
         folder = data_dir(self.data_dir)
+        if folder is not None and self.release != "v6":
+            raise UserError(
+                f"--release {self.release} chooses hub shards; a --data-dir file ({self.name}.jsonl) holds what it "
+                "holds (filter it with --start-date, --end-date, --difficulty, --platform)"
+            )
         if folder is not None:
             return read_jsonl(
                 folder / f"{self.name}.jsonl", ("question_id", "question_content"), id_field="question_id"
@@ -93,6 +104,8 @@ class LiveCodeBench(CodeBenchmark):
                 raise UserError(f"{self.name}: problem {pid} has undecodable tests ({type(exc).__name__})") from None
             metadata = {k: row.get(k) for k in ("question_title", "platform", "contest_date", "difficulty")}
             metadata["func_name"] = metadata_of(row).get("func_name")
+            if not metadata["func_name"] and any(t.testtype == "functional" for t in public + private):
+                raise UserError(f"{self.name}: problem {pid} has functional tests but no func_name in its metadata")
             if pid in ERRATA:
                 metadata["erratum"] = ERRATA[pid]
             problems.append(

@@ -60,8 +60,11 @@ def decode_tests(raw: Any) -> list[TestCase]:
         try:
             raw = json.loads(raw)
         except json.JSONDecodeError:
-            blob = zlib.decompress(base64.b64decode(raw))
-            raw = json.loads(_NoClasses(io.BytesIO(blob)).load())
+            try:
+                blob = zlib.decompress(base64.b64decode(raw))
+                raw = json.loads(_NoClasses(io.BytesIO(blob)).load())
+            except (zlib.error, pickle.UnpicklingError, EOFError, TypeError) as exc:
+                raise ValueError(f"neither JSON nor the hub's encoding ({type(exc).__name__}: {exc})") from None
     if not isinstance(raw, list):
         raise ValueError("tests must decode to a list")
     return [TestCase(input=t["input"], output=t["output"], testtype=t.get("testtype", "stdin")) for t in raw]
@@ -132,5 +135,10 @@ def keep(
 
 
 def metadata_of(row: dict[str, Any]) -> dict[str, Any]:
+    """A row's `metadata` (a JSON string or an object); unreadable metadata is none, not a crash."""
     raw = row.get("metadata") or {}
-    return json.loads(raw) if isinstance(raw, str) else dict(raw)
+    try:
+        value = json.loads(raw) if isinstance(raw, str) else raw
+    except json.JSONDecodeError:
+        return {}
+    return dict(value) if isinstance(value, dict) else {}
