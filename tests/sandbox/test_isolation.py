@@ -45,3 +45,16 @@ def test_the_host_environment_is_not_inherited(backend: Sandbox) -> None:
     report = backend.run("import os\nprint(sorted(os.environ))", [TestCase(input="", output="")])
     assert "TESTTIME_PROBE_SECRET" in os.environ
     assert "TESTTIME_PROBE_SECRET" not in report.tests[0].output
+
+
+def test_a_stopped_zygote_costs_the_next_job_no_wait(solo: Sandbox) -> None:
+    """A program that SIGSTOPs the zygote used to cost the next job the host's 30 s wait for a worker that
+    would never answer; the harness now notices at its cleanup and the worker is replaced at once."""
+    import time
+
+    from testtime.sandbox.probes import STOP_ZYGOTE
+
+    solo.run(STOP_ZYGOTE, [TestCase(input="", output=None)])
+    started = time.perf_counter()
+    report = solo.run("print(input())", [TestCase(input="next", output="next")])
+    assert report.passed and time.perf_counter() - started < 10.0

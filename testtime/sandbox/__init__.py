@@ -140,6 +140,12 @@ class Sandbox(ABC):
 SANDBOXES: Registry[Sandbox] = Registry("sandbox")
 
 
+def harness_failed(tests: Sequence[TestCase], done: list[TestVerdict], reason: str) -> list[TestVerdict]:
+    """Verdicts for a job whose harness failed mid-job: what the program did to it is its runtime error."""
+    verdict = TestVerdict(verdict="runtime_error", error=f"the sandbox harness failed during this job: {reason}"[:500])
+    return [*done, *[verdict] * max(len(tests) - len(done), 1)][: max(len(tests), 1)]
+
+
 def timed_out(tests: Sequence[TestCase], limits: Limits) -> list[TestVerdict]:
     """Verdicts for a job whose worker stopped answering: the program ran out of time."""
     verdict = TestVerdict(verdict="time_limit", seconds=limits.timeout_s, error="no answer within the job's bound")

@@ -62,6 +62,10 @@ def bwrap_command(python: str) -> list[str]:
         SCRATCH_BYTES,
         "--tmpfs",
         "/dev/shm",
+        # POSIX message queues live in the IPC namespace, which every job of a worker shares: mounted, they are
+        # files that the cleanup removes with the rest of the scratch space.
+        "--mqueue",
+        "/dev/mqueue",
         "--remount-ro",
         "/dev",
         "--size",

@@ -30,10 +30,19 @@ import sys
 import time
 
 if "job_process" not in globals():  # imported from the package rather than run as the joined source
-    from testtime.sandbox.harness_clean import SCRATCH, kill_leftovers, sysv_objects, wipe
+    from testtime.sandbox.harness_clean import (
+        MAX_REPORT_BYTES,
+        SCRATCH,
+        checked_report,
+        clear_keyrings,
+        kill_leftovers,
+        sysv_objects,
+        wipe,
+    )
     from testtime.sandbox.harness_job import job_process, result_record
 
 LIMIT_STATUSES = ("time_limit", "memory_limit", "output_limit")
+FORGED = "a malformed report on the harness's channel (the program wrote to it)"
 
 
 class _LineReader:
@@ -85,10 +94,22 @@ class _Zygote:
             self.sock.close()
             _zygote_main(theirs)
         theirs.close()
+        self.sock.settimeout(5.0)  # a zygote that does not answer in that time is as good as gone
         self.exits = {}
 
+    def stopped(self):
+        """Whether a program stopped the zygote (SIGSTOP): then it would never answer again."""
+        try:
+            with open(f"/proc/{self.pid}/stat") as stat_file:
+                return stat_file.read().rpartition(")")[2].split()[0] in ("T", "t")
+        except (OSError, IndexError):
+            return True  # gone
+
     def spawn(self):
-        """(pid, job pipe, report pipe, stdout memfd) of a new job process; None when the zygote is gone."""
+        """(pid, job pipe, report pipe, stdout memfd) of a new job process; None when the zygote is gone or
+        does not answer within a few seconds (stopped, or wedged)."""
+        if self.stopped():
+            return None
         try:
             self.sock.send(b"fork")
             while True:
@@ -224,6 +245,8 @@ def _next_report(report, channel, deadline):
             os._exit(0)  # the host is gone: PID 1 exiting takes every process of the sandbox with it
         if report.fd in ready and not report.fill() and not report.has_line():
             return "ended", None
+        if not report.has_line() and len(report.buffer) > MAX_REPORT_BYTES:
+            return "garbled", None  # a line no report is this long: the program is flooding the channel
 
 
 class Supervisor:
@@ -258,8 +281,11 @@ class Supervisor:
                 if event == "stop":
                     stopped = True
                     break
-                if event == "report":
-                    result = json.loads(line)
+                checked = checked_report(line, index) if event == "report" else None
+                if checked is not None:
+                    result = checked
+                elif event in ("report", "garbled"):  # the program wrote to the report channel: never trusted
+                    event, result = "garbled", result_record(index, "runtime_error", 0.0, FORGED, "")
                 else:  # hung past the bound, or died: the result comes from how it ended
                     result = self._ended(process, event == "hung", index, func_name, timeout)
                 results.append(result)
@@ -308,6 +334,10 @@ class Supervisor:
                     reasons.append(f"{folder} could not be emptied")
             if sysv_objects():
                 reasons.append("SysV IPC objects left behind")
+            clear_keyrings()
+        if self.zygote.stopped():
+            reasons.append("the zygote was stopped")  # replace the worker now, not after the next job waits
+            return reasons
         self.zygote.drain()
         self.next_process = self.zygote.spawn()
         if self.next_process is None:

@@ -2,10 +2,13 @@
 
 Standalone (stdlib only); it travels into the sandbox with `harness_job.py` and `harness.py` as one source.
 Run only by the supervisor as PID 1 of a sandbox: leftover processes (detached daemons included) are killed
-and reaped, the scratch folders are emptied whatever modes the program set, and SysV IPC objects, which
-outlive their processes, are counted so a worker that has any is replaced.
+and reaped, the scratch folders are emptied whatever the program made of them (modes of 000, trees thousands
+of levels deep, symlink loops: the wipe is iterative, never follows a link and never builds a long path), the
+kernel keyrings a job could write are cleared, and SysV IPC objects, which outlive their processes, are
+counted so a worker that has any is replaced. Also here: what the supervisor accepts as a job's report.
 """
 
+import json
 import os
 import signal
 import stat
@@ -53,34 +56,105 @@ def kill_leftovers(spare, job_groups):
     return left_behind
 
 
-def _remove(path):
-    """Delete a file or a tree the program left, whatever modes it set (we own everything it made)."""
-    if stat.S_ISDIR(os.lstat(path).st_mode):
-        os.chmod(path, 0o700)
-        for name in os.listdir(path):
-            _remove(os.path.join(path, name))
-        os.rmdir(path)
-    else:
-        os.unlink(path)
+def _unlink_tree(root_fd, name):
+    """Remove `name` (in the folder open as `root_fd`) and everything under it, iteratively: each directory's
+    subdirectories are moved up beside it before it is emptied, so no path grows and no descriptor piles up."""
+    pending = [name]
+    while pending:
+        current = pending.pop()
+        if not stat.S_ISDIR(os.lstat(current, dir_fd=root_fd).st_mode):
+            os.unlink(current, dir_fd=root_fd)
+            continue
+        os.chmod(current, 0o700, dir_fd=root_fd)  # the program may have set 000 (we own all it made)
+        fd = os.open(current, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=root_fd)
+        try:
+            for child in os.listdir(fd):
+                if stat.S_ISDIR(os.lstat(child, dir_fd=fd).st_mode):
+                    os.chmod(child, 0o700, dir_fd=fd)
+                    moved = f".wipe-{len(pending)}-{time.monotonic_ns()}"
+                    os.rename(child, moved, src_dir_fd=fd, dst_dir_fd=root_fd)
+                    pending.append(moved)
+                else:
+                    os.unlink(child, dir_fd=fd)
+        finally:
+            os.close(fd)
+        os.rmdir(current, dir_fd=root_fd)
 
 
 def wipe(folder):
     """Empty a scratch folder; True when it is verifiably empty afterwards."""
     try:
-        names = os.listdir(folder)
+        root_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     except FileNotFoundError:
         return True
     except OSError:
         return False
-    for name in names:
-        try:
-            _remove(os.path.join(folder, name))
-        except OSError:
-            pass  # verified below
     try:
-        return not os.listdir(folder)
+        for name in os.listdir(root_fd):
+            try:
+                _unlink_tree(root_fd, name)
+            except OSError:
+                pass  # verified below
+        return not os.listdir(root_fd)
     except OSError:
         return False
+    finally:
+        os.close(root_fd)
+
+
+KEYCTL_SYSCALL = {"x86_64": 250, "aarch64": 219}  # keyctl(2) has no libc wrapper in the standard library
+
+
+def _keyctl(*args):
+    number = KEYCTL_SYSCALL.get(os.uname().machine)
+    if number is None:
+        return -1
+    import ctypes
+
+    return ctypes.CDLL(None, use_errno=True).syscall(number, *(ctypes.c_long(a) for a in args))
+
+
+def new_session_keyring():
+    """A job process's own anonymous session keyring (KEYCTL_JOIN_SESSION_KEYRING, no name): what it adds
+    there dies with it. Fails harmlessly where keyctl is filtered (Docker's seccomp profile)."""
+    _keyctl(1, 0)
+
+
+def clear_keyrings():
+    """Empty the user and user-session keyrings (KEYCTL_CLEAR on @u and @us), which every job of this uid
+    shares and which outlive the job; a job's own session keyring went with it."""
+    for ring in (-4, -5):
+        _keyctl(7, ring)
+
+
+REPORT_STATUSES = ("ok", "runtime_error", "time_limit", "memory_limit", "output_limit", "compile_error")
+REPORT_KEYS = {"index", "status", "seconds", "error", "stdout", "result"}
+MAX_REPORT_BYTES = 8 << 20  # a report carries at most the output cap (1 MiB) and its error: far below this
+
+
+def checked_report(line, index):
+    """A job's report line as the supervisor accepts it: exactly the fields the job process writes, of their
+    types, for the test it is running; None for anything else (the program wrote to the report channel)."""
+    try:
+        record = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(record, dict) or set(record) != REPORT_KEYS:
+        return None
+    seconds = record["seconds"]
+    if (
+        record["index"] != index
+        or isinstance(record["index"], bool)
+        or record["status"] not in REPORT_STATUSES
+        or isinstance(seconds, bool)
+        or not isinstance(seconds, (int, float))
+        or not 0 <= seconds < 1e6
+        or not isinstance(record["stdout"], str)
+        or not (record["error"] is None or isinstance(record["error"], str))
+        or not (record["result"] is None or isinstance(record["result"], str))
+    ):
+        return None
+    return record
 
 
 def sysv_objects():

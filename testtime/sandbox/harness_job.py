@@ -1,6 +1,6 @@
 """The in-sandbox job process: runs one job's tests, in a process that never held another job's data.
 
-Standalone (stdlib only); it travels into the sandbox together with `harness.py` as one source. The
+Standalone (stdlib only); it travels into the sandbox with `harness_clean.py` and `harness.py` as one source. The
 harness's zygote forks it before the job exists (so its memory holds no earlier program, input or output),
 it warms itself up, then reads its one job from a pipe: the program and the tests' inputs, never an expected
 output. Per test, stdin and stdout are fresh on fds 0 and 1 (so `sys.stdin.buffer.readline` and
@@ -17,6 +17,9 @@ import signal
 import sys
 import time
 import traceback
+
+if "new_session_keyring" not in globals():  # imported from the package rather than run as the joined source
+    from testtime.sandbox.harness_clean import new_session_keyring
 
 PRELUDE = (
     "from string import *\nfrom re import *\nfrom datetime import *\nfrom collections import *\n"
@@ -60,6 +63,7 @@ def job_process(job_fd, report_fd, out_fd):
                     os.close(fd)
                 except OSError:
                     pass  # the listing's own descriptor, already gone
+        new_session_keyring()  # what the program adds to its session keyring dies with this process
         sys.setrecursionlimit(50000)
         if hasattr(sys, "set_int_max_str_digits"):
             sys.set_int_max_str_digits(0)

@@ -20,14 +20,25 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from testtime.core.records import TestCase
-from testtime.sandbox import ExecutionReport, Limits, Sandbox, SandboxError, TestVerdict, timed_out
+from testtime.sandbox import ExecutionReport, Limits, Sandbox, SandboxError, TestVerdict, harness_failed, timed_out
 from testtime.sandbox.judge import judge
 
-# The job process's code, the cleanup's, then the supervisor's: one source, sent into every worker.
-HARNESS_FILES = ("harness_job.py", "harness_clean.py", "harness.py")
+# The cleanup's code (and what reports are accepted), the job process's, then the supervisor's: one source,
+# sent into every worker.
+HARNESS_FILES = ("harness_clean.py", "harness_job.py", "harness.py")
 HARNESS_SOURCE = "\n".join((Path(__file__).parent / name).read_text() for name in HARNESS_FILES)
 READY_TIMEOUT_S = 30.0  # start-up, or a cleanup after a job; far above what either takes
+
+
+def _judged(tests: Sequence[TestCase], index: int, raw: Any, functional: bool, grader: str) -> TestVerdict:
+    """The host's verdict on one test's report; a report it cannot read is the program's runtime error."""
+    try:
+        return TestVerdict(**judge(tests[index], raw, functional, grader))
+    except (KeyError, IndexError, TypeError, ValueError, ValidationError):
+        return TestVerdict(verdict="runtime_error", error="an unreadable test report")
 
 
 class Worker(ABC):
@@ -57,7 +68,11 @@ class Worker(ABC):
                 return None
             self._buffer += chunk
         line, _, self._buffer = self._buffer.partition(b"\n")
-        return json.loads(line)
+        try:
+            message = json.loads(line)
+        except ValueError:
+            return None  # not the harness speaking: treated as a worker that stopped answering
+        return message if isinstance(message, dict) else None
 
     def await_ready(self) -> list[str] | None:
         """Reasons to replace this worker after its last job (empty: reuse it); None if it never answered."""
@@ -156,17 +171,18 @@ class PooledSandbox(Sandbox):
             message = worker.receive(deadline - time.monotonic())
             if message is None:
                 return None, False
-            if "harness_error" in message:
-                raise SandboxError(f"sandbox harness failed: {message['harness_error']}")
+            if "harness_error" in message:  # what the program did to its job: its verdicts, and a new worker
+                return harness_failed(tests, verdicts, str(message["harness_error"])), False
             if "test" in message and not stopped:  # streamed (early exit): stop at the first failure
-                verdicts.append(TestVerdict(**judge(tests[len(verdicts)], message["test"], functional, limits.grader)))
+                verdicts.append(_judged(tests, len(verdicts), message["test"], functional, limits.grader))
                 if verdicts[-1].verdict != "pass":
                     worker.send({"stop": True})
                     stopped = True
             if message.get("done"):
-                for raw in message.get("tests", []):
-                    verdicts.append(TestVerdict(**judge(tests[len(verdicts)], raw, functional, limits.grader)))
-                return verdicts, not message.get("limit_hit")
+                raws = message.get("tests", [])
+                for raw in raws if isinstance(raws, list) else [None]:
+                    verdicts.append(_judged(tests, len(verdicts), raw, functional, limits.grader))
+                return verdicts[: max(len(tests), 1)], not message.get("limit_hit")
 
     def close(self) -> None:
         while not self._idle.empty():

@@ -146,6 +146,90 @@ for line in open("/proc/self/mounts"):
         pass
 print("ok" if not writable else writable)"""
 
+
+# Writes to every descriptor it holds beyond stdio: the harness's report channel among them.
+def _report_writer(payload: str) -> str:
+    return f"""import os
+for fd in range(3, 256):
+    try:
+        os.write(fd, {payload})
+    except OSError:
+        pass
+print("ok")"""
+
+
+FORGED_REPORT = _report_writer(
+    """b'{"index": 0, "status": "pwned", "stdout": [1, 2], "seconds": "soon", "error": null, "result": null}\\n'"""
+)
+GARBAGE_REPORT = _report_writer("b'garbage that is not JSON' * 100 + b'\\n'")
+FLOOD_REPORT = """import os
+chunk = b"x" * (1 << 20)
+for fd in range(3, 256):
+    try:
+        os.fstat(fd)
+    except OSError:
+        continue
+    try:
+        for _ in range(64):  # 64 MiB without a newline
+            os.write(fd, chunk)
+    except OSError:
+        pass
+print("ok")"""
+
+DEEP_TREE = """import os
+os.chdir("/tmp")
+for i in range(3000):
+    os.mkdir("d")
+    os.chdir("d")
+os.symlink("/tmp", "loop")
+os.symlink("loop2", "loop1")
+os.symlink("loop1", "loop2")
+os.mkdir("locked")
+open("locked/file", "w").write("x")
+os.chmod("locked", 0)
+os.chdir("/tmp")
+os.mkdir("/tmp/shut")
+os.chmod("/tmp/shut", 0)
+print("built")"""
+
+STOP_ZYGOTE = """import os, signal
+os.kill(os.getppid(), signal.SIGSTOP)  # the job process's parent is the zygote
+print("stopped it")"""
+
+MQUEUE = """import ctypes, os
+rt = ctypes.CDLL("librt.so.1", use_errno=True)
+rt.mq_open.restype = ctypes.c_int
+q = rt.mq_open(b"/tt-probe", os.O_CREAT | os.O_RDWR, 0o600, None)
+print(q, rt.mq_send(q, b"left behind", 11, 0) if q >= 0 else "no queue")"""
+
+NO_MQUEUE = """import ctypes, os
+rt = ctypes.CDLL("librt.so.1", use_errno=True)
+rt.mq_open.restype = ctypes.c_int
+q = rt.mq_open(b"/tt-probe", os.O_RDONLY)
+print("ok" if q < 0 else "read a queue an earlier job left")"""
+
+KEYCTL = {"x86_64": (248, 250), "aarch64": (217, 219)}  # add_key, keyctl
+KEYRING_KEY = """import ctypes, os
+add_key, keyctl = {numbers}.get(os.uname().machine, (None, None))
+libc = ctypes.CDLL(None, use_errno=True)
+made = []
+for ring in (-3, -4, -5):  # session, user and user-session keyrings
+    if add_key is not None:
+        made.append(libc.syscall(add_key, b"user", b"tt-probe-%d" % -ring, b"left behind", 11, ring))
+print(made)"""
+
+NO_KEYRING_KEY = """import ctypes, os
+add_key, keyctl = {numbers}.get(os.uname().machine, (None, None))
+libc = ctypes.CDLL(None, use_errno=True)
+found = []
+for ring in (-3, -4, -5):
+    if keyctl is not None:
+        for name in (3, 4, 5):  # KEYCTL_SEARCH: a key the earlier job made, in any keyring we can reach
+            key = libc.syscall(keyctl, 10, ring, b"user", b"tt-probe-%d" % name, 0)
+            if key >= 0:
+                found.append(name)
+print("ok" if not found else f"found keys {{found}}")"""
+
 PROBES = [
     Probe(
         "network unreachable",
@@ -228,6 +312,41 @@ PROBES = [
     ),
     Probe("a detached daemon does not outlive its job", NO_DAEMON, _ok, before=DAEMON),
     Probe("SysV IPC objects do not outlive their job", NO_SYSV, _ok, before=SYSV),
+    Probe(
+        "a forged report is the forger's runtime error",
+        FORGED_REPORT,
+        _verdict("runtime_error"),
+    ),
+    Probe(
+        "garbage on the report channel is the program's runtime error",
+        GARBAGE_REPORT,
+        _verdict("runtime_error"),
+    ),
+    Probe(
+        "a flood without a newline on the report channel is cut",
+        FLOOD_REPORT,
+        _verdict("runtime_error"),
+        Limits(timeout_s=10.0, memory_mb=512),
+    ),
+    Probe(
+        "a 3,000-level tree, symlink loops and 000 folders are wiped",
+        "import os\nprint('ok' if not os.listdir('/tmp') else os.listdir('/tmp'))",
+        _ok,
+        before=DEEP_TREE,
+    ),
+    Probe(
+        "a stopped zygote is replaced",
+        "print('ok')",
+        _ok,
+        before=STOP_ZYGOTE,
+    ),
+    Probe("a POSIX message queue does not outlive its job", NO_MQUEUE, _ok, before=MQUEUE),
+    Probe(
+        "a kernel keyring key does not outlive its job",
+        NO_KEYRING_KEY.format(numbers=KEYCTL),
+        _ok,
+        before=KEYRING_KEY.format(numbers=KEYCTL),
+    ),
     Probe(
         "signals to the harness harmless",
         "import os, signal\nfor pid in (1, os.getppid()):\n"
