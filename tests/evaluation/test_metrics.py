@@ -4,17 +4,25 @@ from __future__ import annotations
 
 import itertools
 import random
+from collections import Counter
 
 import pytest
 
-from testtime.core.answers import majority_vote
 from testtime.evaluation import metrics
 from testtime.evaluation.metrics import bootstrap_ci, maj_at_k, powers_of_two_upto
 
 
 def brute_force_maj(answers: list[str | None], gold: str, k: int) -> float:
+    """Every k-subset voted by hand; a tie between the largest classes earns the correct share of them."""
     subsets = list(itertools.combinations(range(len(answers)), k))
-    return sum(majority_vote([answers[i] for i in s]).answer == gold for s in subsets) / len(subsets)
+    total = 0.0
+    for subset in subsets:
+        counts = Counter(answers[i] for i in subset if answers[i] is not None)
+        if counts:
+            top = max(counts.values())
+            tied = [a for a, c in counts.items() if c == top]
+            total += tied.count(gold) / len(tied)
+    return total / len(subsets)
 
 
 def clusters_of(answers: list[str | None], gold: str) -> tuple[list[int], list[bool]]:
@@ -55,3 +63,21 @@ def test_bootstrap_interval_brackets_the_mean() -> None:
 def test_powers_of_two() -> None:
     assert powers_of_two_upto(12) == [1, 2, 4, 8]
     assert powers_of_two_upto(1) == [1]
+
+
+def test_maj_at_k_does_not_depend_on_the_order_of_the_samples() -> None:
+    """Ties used to go to the earliest sample, so reordering the same samples moved maj@k; now a tie earns
+    the correct share of the tied classes, whatever the order."""
+    answers = ["1", "2", "2", "1", "3", None]
+    values = set()
+    for order in itertools.permutations(range(len(answers))):
+        shuffled = [answers[i] for i in order]
+        cluster_of, cluster_correct = clusters_of(shuffled, "1")
+        values.add(round(maj_at_k(cluster_of, cluster_correct, 2), 12))
+    assert len(values) == 1
+    assert values.pop() == pytest.approx(brute_force_maj(answers, "1", 2))
+
+
+def test_a_tie_earns_the_correct_share() -> None:
+    assert maj_at_k([0, 1], [True, False], 2) == 0.5  # one vote each: half a correct vote
+    assert maj_at_k([0, 1, 2, -1], [True, False, False], 4) == pytest.approx(1 / 3)

@@ -4,17 +4,20 @@ One interval method per kind of quantity: Wilson for a proportion of 0/1 outcome
 bootstrap over problems for means of fractional values (pass@1, maj@k), the paired bootstrap for differences.
 
 maj@k is the expected accuracy of a majority vote over a uniformly random k-subset of the n samples,
-computed exactly by enumeration when there are few subsets and by seeded Monte Carlo otherwise. Votes follow
-the same policy as `core.answers.majority_vote` (largest cluster, then earliest; abstains never win).
+computed exactly over every subset when there are few and over seeded draws otherwise, vectorised; a tie
+between the largest classes earns the correct share of them (the expectation under a random tie-break,
+independent of the samples' order); abstains never win.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
-import random
 from collections.abc import Sequence
 from typing import Literal
+
+import numpy as np
 
 from testtime.core.answers import cluster_answers
 from testtime.core.records import Record
@@ -64,37 +67,42 @@ def paired_difference_ci(a: Sequence[float], b: Sequence[float], seed: int = 0) 
 
 
 def bootstrap_ci(values: Sequence[float], iters: int = 2000, seed: int = 0) -> tuple[float, float]:
-    """95% percentile bootstrap interval of the mean, resampling problems."""
+    """95% percentile bootstrap interval of the mean, resampling problems (seeded, vectorised)."""
     if not values:
         return (math.nan, math.nan)
-    rng = random.Random(seed)
-    n = len(values)
-    means = sorted(sum(values[rng.randrange(n)] for _ in range(n)) / n for _ in range(iters))
-    return (means[int(0.025 * iters)], means[min(iters - 1, int(0.975 * iters))])
+    data = np.asarray(values, dtype=float)
+    means = np.sort(data[np.random.default_rng(seed).integers(0, len(data), (iters, len(data)))].mean(axis=1))
+    return (float(means[int(0.025 * iters)]), float(means[min(iters - 1, int(0.975 * iters))]))
 
 
-def _vote_correct(subset: Sequence[int], cluster_of: Sequence[int], cluster_correct: Sequence[bool]) -> bool:
-    counts: dict[int, list[int]] = {}
-    for i in subset:
-        if cluster_of[i] >= 0:
-            counts.setdefault(cluster_of[i], []).append(i)
-    if not counts:
-        return False
-    winner = min(counts, key=lambda c: (-len(counts[c]), min(counts[c])))
-    return cluster_correct[winner]
+@functools.lru_cache(maxsize=64)
+def _subsets(n: int, k: int, seed: int) -> np.ndarray:
+    """The k-subsets maj@k averages over, as an index matrix: all of them when there are few, else seeded
+    draws. Shared by every problem with n samples (so a whole run's maj@k costs a few array operations)."""
+    if math.comb(n, k) <= EXACT_SUBSETS:
+        return np.array(list(itertools.combinations(range(n), k)), dtype=np.int64).reshape(-1, k)
+    draws = np.random.default_rng(seed).random((MONTE_CARLO_DRAWS, n))
+    return np.argsort(draws, axis=1)[:, :k]
 
 
 def maj_at_k(cluster_of: Sequence[int], cluster_correct: Sequence[bool], k: int, seed: int = 0) -> float:
-    """Expected majority-vote correctness over k-subsets. `cluster_of[i]` is sample i's cluster (-1: no answer)."""
-    n = len(cluster_of)
+    """Expected majority-vote correctness over k-subsets. `cluster_of[i]` is sample i's cluster (-1: no answer).
+    A tie between the largest classes earns the share of them that is correct (a uniformly random tie-break,
+    so the value does not depend on the samples' order); a subset with no answer earns 0."""
+    n, m = len(cluster_of), len(cluster_correct)
     if not 1 <= k <= n:
         raise ValueError(f"maj@{k} needs 1 <= k <= n={n}")
-    if math.comb(n, k) <= EXACT_SUBSETS:
-        subsets = list(itertools.combinations(range(n), k))
-    else:
-        rng = random.Random(seed)
-        subsets = [sorted(rng.sample(range(n), k)) for _ in range(MONTE_CARLO_DRAWS)]
-    return sum(_vote_correct(s, cluster_of, cluster_correct) for s in subsets) / len(subsets)
+    if m == 0:
+        return 0.0
+    subsets = _subsets(n, k, seed)
+    labels = np.asarray(cluster_of, dtype=np.int64)[subsets]
+    labels = np.where(labels < 0, m, labels)  # abstains counted apart, never a class
+    rows = np.arange(len(subsets), dtype=np.int64)[:, None] * (m + 1)
+    counts = np.bincount((labels + rows).ravel(), minlength=len(subsets) * (m + 1)).reshape(-1, m + 1)[:, :m]
+    top = counts.max(axis=1, keepdims=True)
+    tied = (counts == top) & (top > 0)
+    credit = (tied & np.asarray(cluster_correct, dtype=bool)).sum(axis=1) / np.maximum(tied.sum(axis=1), 1)
+    return float(credit.mean())
 
 
 def powers_of_two_upto(n: int) -> list[int]:

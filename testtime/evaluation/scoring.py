@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from statistics import mean
+from statistics import fmean as mean
 from typing import Any
 
 from testtime.benchmarks.base import Benchmark
