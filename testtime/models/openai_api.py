@@ -33,7 +33,6 @@ from testtime.models.api import as_list, content_text
 
 OUT_FIRST_S = 2.0  # how long a server that failed stays out, doubling on each further failure
 OUT_MAX_S = 60.0
-CONNECTIONS_PER_SERVER = 32  # a small-backlog server (Python's http.server: 5) drops SYNs beyond its queue
 CONNECT_TIMEOUT_S = 0.5  # a connect not done by then met a full backlog: the kernel would wait 1 s to retry
 CONNECT_TRIES = 6  # quick retries of a refused or stalled connect, before the server counts as failed
 
@@ -100,7 +99,7 @@ class OpenAIModel(LanguageModel):
             # Credentials written into the URL are the server's own (basic auth through a proxy): then no bearer.
             bearer = {} if "@" in url.split("//", 1)[-1].split("/", 1)[0] else {"Authorization": f"Bearer {self._key}"}
             return aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit_per_host=CONNECTIONS_PER_SERVER),
+                connector=aiohttp.TCPConnector(limit=0),  # the engine's slots bound the calls in flight
                 headers=bearer,
                 timeout=aiohttp.ClientTimeout(total=self.request_timeout_s, sock_connect=CONNECT_TIMEOUT_S),
             )
