@@ -151,7 +151,8 @@ REFERENCE = Reference(problem_id="p", hidden_tests=(TestCase(input="20 25\n", ou
         ("```python\na, b = map(int, input().split())\nprint((a + b) ** 2)\n```", "correct"),
         ("a, b = map(int, input().split())\nprint(a * a + b * b)", "wrong_answer"),
         ("def f(:", "compile_error"),
-        ("import sys\nsys.exit(3)", "runtime_error"),
+        ("import sys\nsys.exit(3)", "wrong_answer"),  # officially any exit ends the program: nothing printed
+        ("print(1 / 0)", "runtime_error"),
         ("while True: pass", "time_limit"),
         ("just words", "compile_error"),
         ("", "no_code"),
@@ -179,16 +180,17 @@ def test_the_official_grader_is_an_option_recorded_in_the_summary(tmp_path: Path
     predictions = tmp_path / "p.jsonl"
     predictions.write_text(json.dumps({"id": "state-bug", "prediction": state}) + "\n")
     verdicts = {}
-    for grader in ("lenient", "official"):
+    for grader in ("lenient", "official", None):
+        chosen = ["--bench-opt", f"grader={grader}"] if grader else []
         done = testtime_cli("grade", "--bench", "lcb-v6", "--data-dir", str(data), "--predictions", str(predictions),
-                            "--bench-opt", f"grader={grader}", "--json", timeout=300)  # fmt: skip
+                            *chosen, "--json", timeout=300)  # fmt: skip
         assert done.returncode == 0, done.stderr
         report = json.loads(done.stdout)
-        assert report["summary"]["grader"] == grader
+        assert report["summary"]["grader"] == (grader or "official")  # official unless asked otherwise
         verdicts[grader] = report["per_problem"][0]["status"]
-    assert verdicts == {"lenient": "correct", "official": "wrong_answer"}  # one Solution serves every test
+    assert verdicts == {"lenient": "correct", "official": "wrong_answer", None: "wrong_answer"}
 
 
 def test_an_unknown_grader_is_a_clear_error() -> None:
-    with pytest.raises(UserError, match="lcb-v6 option grader: Input should be 'lenient' or 'official'"):
+    with pytest.raises(UserError, match="lcb-v6 option grader: Input should be 'official' or 'lenient'"):
         BENCHMARKS.create("lcb-v6", grader="strict")

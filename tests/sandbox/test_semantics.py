@@ -39,10 +39,13 @@ def lcb_problem(shared_data: Path, question_id: str) -> tuple[list[TestCase], st
     raise AssertionError(f"{question_id} not in the data")
 
 
+@pytest.mark.parametrize("grader", ["lenient", "official"])
 @pytest.mark.parametrize("question_id", sorted(SOLUTIONS))
-def test_correct_programs_pass_their_public_tests(backend: Sandbox, shared_data: Path, question_id: str) -> None:
+def test_correct_programs_pass_their_public_tests(
+    backend: Sandbox, shared_data: Path, question_id: str, grader: str
+) -> None:
     tests, func_name = lcb_problem(shared_data, question_id)
-    report = backend.run(SOLUTIONS[question_id], tests, func_name=func_name)
+    report = backend.run(SOLUTIONS[question_id], tests, Limits(grader=grader), func_name=func_name)  # type: ignore[arg-type]
     assert report.passed, report.tests
 
 
@@ -147,3 +150,34 @@ def test_a_non_zero_exit_after_the_answer_by_grader(backend: Sandbox) -> None:
 
 def test_numpy_is_there_as_in_the_official_environment(backend: Sandbox) -> None:
     assert run(backend, "import numpy as np\nprint(int(np.arange(4).sum()))", "", "6").passed
+
+
+MAIN_GUARDS = [
+    # (program, lenient verdict, official verdict). The official grader inlines only a final
+    # `if __name__ == '__main__':` block and runs the rest as the body of a function in a module named tmp_sol.
+    ('def main():\n    print(input())\nif __name__ == "__main__":\n    main()', "pass", "pass"),
+    ("def main():\n    print(input())\nif __name__ == '__main__':\n    main()\ndone = True", "pass", "wrong_answer"),
+    ("def main():\n    print(input())\nif '__main__' == __name__:\n    main()", "pass", "wrong_answer"),
+    (
+        "import sys\nn = 0\ndef bump():\n    global n\n    n += 1\nbump()\nprint(sys.stdin.read().strip())",
+        "pass",
+        "runtime_error",
+    ),  # officially `n` is the wrapper's local, so `global n` names nothing
+]
+
+
+@pytest.mark.parametrize(("program", "lenient", "official"), MAIN_GUARDS)
+def test_a_stdin_program_is_rewritten_as_the_official_grader_does(
+    backend: Sandbox, program: str, lenient: str, official: str
+) -> None:
+    tests = [TestCase(input="hello\n", output="hello")]
+    assert backend.run(program, tests).tests[0].verdict == lenient
+    assert backend.run(program, tests, OFFICIAL).tests[0].verdict == official
+
+
+def test_the_official_grader_sets_no_memory_cap_of_its_own(backend: Sandbox) -> None:
+    # 1.2 GB of address space, never touched: over the lenient 1 GB rlimit, under any sandbox's resident bound.
+    program = "import mmap\nregion = mmap.mmap(-1, 1200 << 20)\nprint('mapped')"
+    tests = [TestCase(input="", output="mapped")]
+    assert backend.run(program, tests).tests[0].verdict != "pass"
+    assert backend.run(program, tests, Limits(grader="official", memory_mb=None)).tests[0].verdict == "pass"

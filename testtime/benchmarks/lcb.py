@@ -3,8 +3,10 @@
 Source: hub `livecodebench/code_generation_lite` (its JSONL shards; `--bench-opt release=release_v6` is the
 cumulative 1,055 problems, the default `v6` the 175 added in v6), or `<data-dir>/lcb-v6.jsonl`. Options:
 `release`, `start_date`/`end_date` (inclusive, YYYY-MM-DD), `difficulty`, `platform`, `timeout` (per test,
-default 6 s as the official runner), `grader` (`lenient`, the default, or `official`: the official grader's
-comparison and call semantics exactly, for headline numbers; see `sandbox/judge.py`). Problems on the
+default 6 s as the official runner), `grader` (`official`, the default: LiveCodeBench's grader, its comparison
+and call semantics, its rewrite of a stdin program's main guard, no memory cap beyond the sandbox's; or
+`lenient`: a fresh Solution per test, results compared as JSON, every main guard runs, 1 GB; see
+`sandbox/judge.py`, `sandbox/harness_job.py`). Problems on the
 upstream errata list are flagged. Problems without private tests (the development copy) are graded on their
 public tests, and results say so.
 """
@@ -36,8 +38,10 @@ class LCBOptions(Options):
         None, "atcoder | leetcode | codeforces", "--platform"
     )
     timeout: float = flag(6.0, "seconds per test, as the official runner", gt=0)
-    grader: Literal["lenient", "official"] = flag(
-        "lenient", "lenient | official (the official grader's semantics exactly, for headline numbers)"
+    grader: Literal["official", "lenient"] = flag(
+        "official",
+        "official (LiveCodeBench's grader: its comparison, its main-guard rewrite, no memory cap but the "
+        "sandbox's) | lenient (a fresh Solution per test, results compared as JSON, any main guard runs, 1 GB)",
     )
 
     @field_validator("release")
@@ -63,7 +67,8 @@ class LiveCodeBench(CodeBenchmark):
         o = self.options
         self.release = o.release
         self.filters = {k: getattr(o, k) for k in ("start_date", "end_date", "difficulty", "platform")}
-        self.limits = Limits(timeout_s=o.timeout, early_exit=True, grader=o.grader)
+        memory = None if o.grader == "official" else Limits().memory_mb  # the official grader sets no cap
+        self.limits = Limits(timeout_s=o.timeout, early_exit=True, grader=o.grader, memory_mb=memory)
 
     def _rows(self) -> list[dict[str, Any]]:
         folder = data_dir(self.data_dir)

@@ -64,7 +64,7 @@ class Limits(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     timeout_s: float = 6.0  # per test, as LiveCodeBench
-    memory_mb: int = 1024
+    memory_mb: int | None = 1024  # None: no cap of the program's own, only the sandbox's (the official grader)
     output_bytes: int = 1 << 20
     early_exit: bool = False  # stop at the first failing test (grading); selectors need run-all
     # lenient: a fresh Solution per test, results compared as JSON (nested tuples are lists, keys strings),

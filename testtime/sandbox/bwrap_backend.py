@@ -18,7 +18,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from testtime.sandbox import SANDBOXES, SCRATCH_MB, SandboxError
+from testtime.sandbox import SANDBOXES, SCRATCH_MB, Limits, SandboxError
 from testtime.sandbox.owner import CGROUP_PREFIX, CGROUP_ROOT, local_tag, reap, remove_cgroup
 from testtime.sandbox.pool import HARNESS_SOURCE, PooledSandbox, Worker
 
@@ -165,6 +165,10 @@ class BwrapSandbox(PooledSandbox):
             "cgroups": cgroups_available(),
             "python": self.python,
         }
+
+    def program_memory_mb(self, limits: Limits) -> int | None:
+        # Without a memory cgroup nothing else bounds a program: it gets the worker's size as its own cap.
+        return limits.memory_mb if limits.memory_mb is not None or cgroups_available() else self.memory_mb
 
     def start(self) -> None:
         if shutil.which("bwrap") is None:

@@ -6,9 +6,17 @@ it warms itself up, then reads its one job from a pipe: the program and the test
 output. Per test, stdin and stdout are fresh on fds 0 and 1 (so `sys.stdin.buffer.readline` and
 `sys.stdout.buffer.write` work, unlike the official mock), the program runs in a fresh namespace with
 LiveCodeBench's prelude, an interval timer bounds its time, and one JSON line per test reports how it ended
-and what it printed or returned. rlimits bound address space, CPU time and file size.
+and what it printed or returned. rlimits bound address space (unless the job asks for no cap of its own:
+the official grader's has none), CPU time and file size.
+
+`grader=official` on a stdin program does what LiveCodeBench's grader does to it: a final
+`if __name__ == '__main__':` block is inlined, every statement but the imports moves into a function
+`wrapped_function`, and the module is named `tmp_sol`, so an earlier main guard never runs (its body is
+dead code there) and the program's variables are the function's locals. Unlike the official grader, the
+module is built afresh per test, so an import bound to stdin sees this test's input.
 """
 
+import ast
 import io
 import json
 import os
@@ -87,9 +95,10 @@ def _read_all(fd):
 def _run_job(job, report_fd, stdin_fd):
     inputs, first, func_name, limits = job["inputs"], job.get("first", 0), job.get("func_name"), job["limits"]
     timeout = float(limits.get("timeout_s", 6.0))
-    memory = int(limits.get("memory_mb", 1024)) << 20
+    memory = limits.get("memory_mb", 1024)
     cap = int(limits.get("output_bytes", 1 << 20))
-    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    if memory is not None:  # None: the sandbox's own bound only (the official grader sets none)
+        resource.setrlimit(resource.RLIMIT_AS, (int(memory) << 20, int(memory) << 20))
     cpu = int(timeout * (len(inputs) - first + 1)) + 5
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
     resource.setrlimit(resource.RLIMIT_FSIZE, (cap + 1, cap + 1))
@@ -99,14 +108,17 @@ def _run_job(job, report_fd, stdin_fd):
         while data:
             data = data[os.write(report_fd, data) :]
 
+    official = {} if job.get("grader") == "official" else None  # the module and its Solution, kept across tests
+    program = job["program"]
+    if official is not None and func_name is None:
+        program = official_stdin(program)
     try:
-        code = compile(job["program"], "<program>", "exec")
+        code = compile(program, "<program>", "exec")
     except (SyntaxError, ValueError) as exc:
         error = f"{type(exc).__name__}: {exc}"
         for index in range(first, len(inputs)):
             report(result_record(index, "compile_error", 0.0, error, ""))
         return
-    official = {} if job.get("grader") == "official" else None  # the module and its Solution, kept across tests
     for index in range(first, len(inputs)):
         report(_run_one(code, inputs[index], func_name, timeout, cap, index, stdin_fd, official))
 
@@ -126,7 +138,8 @@ def _run_one(code, test, func_name, timeout, cap, index, stdin_fd, official=None
     sys.stdout = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "w", closefd=False)), encoding="utf-8")
     namespace = dict(_PRELUDE_NAMESPACE)
     # `from sys import *` bound the harness's streams; programs must see this test's.
-    namespace.update(__name__="__main__" if func_name is None else "solution", stdin=sys.stdin, stdout=sys.stdout)
+    name = "tmp_sol" if official is not None else "__main__" if func_name is None else "solution"
+    namespace.update(__name__=name, stdin=sys.stdin, stdout=sys.stdout)
     status, error, result = "ok", None, None
     started = time.monotonic()
     signal.setitimer(signal.ITIMER_REAL, timeout)
@@ -139,6 +152,10 @@ def _run_one(code, test, func_name, timeout, cap, index, stdin_fd, official=None
                     official["target"] = getattr(owner, func_name) if owner is not None else namespace[func_name]
                 args = [json.loads(line) for line in test_input.splitlines() if line.strip()]
                 result = json.dumps(exact(official["target"](*args)))
+            elif official is not None:
+                exec(code, namespace)
+                if "wrapped_function" in namespace:
+                    namespace["wrapped_function"]()
             else:
                 exec(code, namespace)
                 if func_name is not None:
@@ -168,6 +185,22 @@ def _run_one(code, test, func_name, timeout, cap, index, stdin_fd, official=None
         status = "output_limit"
     stdout = os.pread(1, min(size, cap), 0).decode("utf-8", "replace")
     return result_record(index, status, seconds, error, stdout, result)
+
+
+def official_stdin(program):
+    """A stdin program as LiveCodeBench's grader rewrites it (`clean_if_name`, then `make_function`); a program
+    that does not parse is left as it is, to fail at compile."""
+    try:
+        tree = ast.parse(program)
+    except (SyntaxError, ValueError):
+        return program
+    last = tree.body[-1] if tree.body else None
+    if isinstance(last, ast.If) and ast.unparse(last.test).strip() == "__name__ == '__main__'":
+        tree.body[-1:] = last.body
+    imports = [s for s in tree.body if isinstance(s, (ast.Import, ast.ImportFrom))]
+    wrapped = ast.parse("def wrapped_function():\n    pass").body[0]
+    wrapped.body = [s for s in tree.body if not isinstance(s, (ast.Import, ast.ImportFrom))]
+    return ast.unparse(ast.Module(body=imports, type_ignores=[])) + "\n" + ast.unparse(wrapped)
 
 
 def exact(value, depth=0):

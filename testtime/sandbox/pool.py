@@ -102,6 +102,11 @@ class PooledSandbox(Sandbox):
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "pool_size": self.pool_size}
 
+    def program_memory_mb(self, limits: Limits) -> int | None:
+        """The address-space cap a job's program gets: the limits', or none where they ask for none (the
+        sandbox's own memory bound then applies)."""
+        return limits.memory_mb
+
     def start(self) -> None:
         if self._started:
             return
@@ -132,7 +137,7 @@ class PooledSandbox(Sandbox):
             "grader": limits.grader,
             "limits": {
                 "timeout_s": limits.timeout_s,
-                "memory_mb": limits.memory_mb,
+                "memory_mb": self.program_memory_mb(limits),
                 "output_bytes": limits.output_bytes,
             },
             "inputs": [{"input": t.input, "testtype": t.testtype} for t in tests],
