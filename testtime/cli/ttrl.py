@@ -13,6 +13,7 @@ import typer
 
 from testtime.cli.settings import SharedFlags, run_settings
 from testtime.core.errors import UserError
+from testtime.run.settings import RunSettings
 
 ttrl_app = typer.Typer(help="TTRL on a cluster, beside its controls, and its CPU miniature.", no_args_is_help=True)
 Opt = typer.Option
@@ -44,8 +45,8 @@ def verl_command(
     Labels never leave testtime: the parquet's ground truth is empty and the vote fills it at run time. The
     trainer reads the same typed TTRL settings as `run --method ttrl` (ttrl_settings.json: selector and its
     options, vote policy, reward). Math and code benchmarks (code: the vote runs programs in the node's
-    sandbox). After training, merge the FSDP checkpoint to a HF folder (verl.model_merger) and evaluate it
-    with `testtime run --model hf:<folder>`.
+    sandbox). It also writes evaluate.sh: merge a checkpoint (verl.model_merger) and evaluate it with TTRL's
+    protocol (avg@16 and maj@16 at T=0.6, top-p 0.95, 3,072 tokens), the command printed.
     """
     from testtime.core.options import parse_options
     from testtime.methods.ttrl.settings import TTRLSettings
@@ -91,9 +92,48 @@ def verl_command(
         "voted on 64 and trained 32: verl cannot drop responses between reward and update"
     )
     (out / "NOTES.txt").write_text(caveat + "\n")
-    typer.echo(f"{len(problems)} problems → {train}\nverl accepted the configuration; launch with: {script}\n{caveat}")
+    evaluate = write_evaluation_script(out.resolve(), settings)
+    typer.echo(
+        f"{len(problems)} problems → {train}\nverl accepted the configuration; launch with: {script}\n{caveat}\n"
+        f"then evaluate as TTRL does (avg@16 at T=0.6, top-p 0.95, 3,072 tokens): {evaluate} [STEP]\n"
+        f"  testtime run {shlex.join(evaluation_args(settings))} --model hf:<merged folder> --out <folder>"
+    )
     if launch:
         raise typer.Exit(subprocess.call(command))
+
+
+def evaluation_args(settings: RunSettings) -> list[str]:
+    """TTRL's evaluation protocol (ttrl.md §10: 16 samples per problem, T=0.6, top-p 0.95, 3,072 new tokens;
+    avg@16 is the summary's `pass@1`, maj@16 beside it) on the training problems: `testtime run`'s arguments
+    but the model and the output folder."""
+    args = ["--method", "majority", "--n", "16", "--temperature", "0.6", "--top-p", "0.95", "--max-tokens", "3072"]
+    args += ["--seed", str(settings.seed), "--bench", settings.bench]
+    for key, value in settings.bench_options.items():
+        args += ["--bench-opt", f"{key}={value}"]
+    args += ["--data-dir", settings.data_dir] if settings.data_dir else []
+    args += ["--limit", str(settings.limit)] if settings.limit else []
+    return args
+
+
+def write_evaluation_script(out: Path, settings: RunSettings) -> Path:
+    """`evaluate.sh [STEP]`: merge a step's FSDP checkpoint (default: the latest) into a HF folder with verl's
+    merger, then evaluate it with TTRL's protocol."""
+    checkpoints = out / "checkpoints"
+    merged, run = out / "merged" / "global_step_$step", out / "eval" / "global_step_$step"
+    python = shlex.quote(sys.executable)
+    body = [
+        "#!/bin/sh",
+        "# TTRL's evaluation: avg@16 (summary pass@1) and maj@16 at T=0.6, top-p 0.95, 3,072 tokens (ttrl.md §10).",
+        "set -e",
+        f'step="${{1:-$(cat "{checkpoints}/latest_checkpointed_iteration.txt")}}"',
+        f'{python} -m verl.model_merger merge --backend fsdp --local_dir "{checkpoints}/global_step_$step/actor" '
+        f'--target_dir "{merged}"',
+        f'{python} -m testtime.cli run {shlex.join(evaluation_args(settings))} --model "hf:{merged}" --out "{run}"',
+    ]
+    script = out / "evaluate.sh"
+    script.write_text("\n".join(body) + "\n")
+    script.chmod(0o755)
+    return script
 
 
 @ttrl_app.command("controls")

@@ -1,6 +1,7 @@
 """verl integration on CPU: the vote hook on verl's own DataProto, the trainer's hook wiring, the parquet
 rows, and the generated Hydra configuration checked by verl's own loader and validator."""
 
+import shlex
 from pathlib import Path
 
 import numpy as np
@@ -9,6 +10,7 @@ import pytest
 from testtime.core.records import Message, Problem, TestCase
 from testtime.methods.ttrl.settings import TTRLSettings
 from testtime.methods.ttrl.vote import VotePolicy
+from testtime.run.directory import RunDir
 from testtime.selectors import SelectionContext, build_selector
 
 verl = pytest.importorskip("verl")  # installed in CI through the `verl` extra
@@ -208,6 +210,33 @@ def test_cli_uses_the_papers_schedule_for_aime(testtime_cli, tmp_path, shared_da
     assert done.returncode == 0, done.stderr[-2000:]
     overrides = (out / "overrides.txt").read_text().splitlines()
     assert "trainer.total_epochs=80" in overrides and "data.train_batch_size=8" in overrides
+    assert "avg@16 at T=0.6, top-p 0.95, 3,072 tokens" in done.stdout and "evaluate.sh" in done.stdout
+
+
+def test_the_evaluation_script_runs_ttrls_protocol(testtime_cli, tmp_path, shared_data):
+    """evaluate.sh merges a checkpoint with verl's merger, then runs TTRL's evaluation: its `testtime run`
+    line, pointed at a scripted model, records 16 samples at T=0.6, top-p 0.95, 3,072 tokens."""
+    out = tmp_path / "aime"
+    done = testtime_cli(
+        "ttrl", "verl", "--model", "/models/m", "--bench", "aime24", "--data-dir", str(shared_data), "--limit", "2",
+        "--out", str(out), timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = (out / "evaluate.sh").read_text().splitlines()
+    merge = next(line for line in lines if "verl.model_merger merge --backend fsdp" in line)
+    assert "latest_checkpointed_iteration.txt" in "\n".join(lines) and "global_step_$step/actor" in merge
+    evaluate = shlex.split(next(line for line in lines if "testtime.cli run" in line))
+    evaluate = evaluate[evaluate.index("run") :]
+    model, folder = evaluate.index("--model") + 1, evaluate.index("--out") + 1
+    assert evaluate[model] == f"hf:{out.resolve()}/merged/global_step_$step"
+    evaluate[model], evaluate[folder] = "fake:echo", str(tmp_path / "eval")
+    ran = testtime_cli(*evaluate, "--quiet", timeout=300)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    manifest = RunDir(tmp_path / "eval").read_manifest()
+    assert manifest.run.method == "majority" and manifest.effective is not None and manifest.effective.n == 16
+    sampling = manifest.effective.sampling["solve"]
+    assert (sampling.temperature, sampling.top_p, sampling.max_tokens) == (0.6, 0.95, 3072)
+    assert manifest.effective.problems == 2 and manifest.run.bench == "aime24"
 
 
 def test_verl_reads_the_same_typed_settings_and_accepts_code(testtime_cli, tmp_path):
