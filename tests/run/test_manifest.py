@@ -35,7 +35,7 @@ def _sent_by_purpose(server: MockChatServer, out: Path) -> dict[str, set[tuple[A
 
 @pytest.mark.parametrize(
     ("flags", "expected"),
-    [([], (0.7, 1.0, 512)), (["--temperature", "0.3", "--top-p", "0.9", "--max-tokens", "100"], (0.3, 0.9, 100))],
+    [([], (0.6, 1.0, 32768)), (["--temperature", "0.3", "--top-p", "0.9", "--max-tokens", "100"], (0.3, 0.9, 100))],
 )
 def test_the_manifest_records_what_each_kind_of_call_sent(
     testtime_cli: Cli, tmp_path: Path, flags: list[str], expected: tuple[Any, ...]
@@ -107,3 +107,44 @@ def test_a_summary_uses_one_name_per_metric() -> None:
     written = json.loads(summarize(records, Ledger().totals).model_dump_json())
     assert {"accuracy", "pass@1", "maj@k"} <= set(written) and "pass@1_avg" not in written
     assert written["accuracy"]["interval"] == "wilson" and written["schema_version"] == 2
+
+
+def test_rsa_runs_at_its_papers_sampling_by_default(testtime_cli: Cli, tmp_path: Path) -> None:
+    out = tmp_path / "rsa"
+    with MockChatServer() as server:
+        done = testtime_cli(
+            "run", "--method", "rsa", "--bench", "arith", "--limit", "1", "--method-opt", "population=2",
+            "--method-opt", "aggregate=2", "--method-opt", "steps=2", "--model", "openai:mock", "--api-base",
+            server.url, "--out", str(out), "--quiet",
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        sent = _sent_by_purpose(server, out)
+    manifest = RunDir(out).read_manifest()
+    assert manifest.effective is not None
+    recorded = {kind: (p.temperature, p.top_p, p.max_tokens) for kind, p in manifest.effective.sampling.items()}
+    assert set(sent) == set(recorded) == {"solve", "aggregate"}
+    assert all(values == {(1.0, 1.0, 8192)} for values in sent.values()) and set(recorded.values()) == {
+        (1.0, 1.0, 8192)
+    }
+
+
+def test_truncation_counts_every_kind_of_call(testtime_cli: Cli, tmp_path: Path) -> None:
+    """Every solver answers within the limit; every reflection is cut. The final round's samples alone would
+    say 0%: the run must say 2 of its 7 calls, and warn."""
+
+    def reply(messages: list[dict[str, Any]]) -> str:
+        if "You are improving a solver" in messages[-1]["content"]:
+            return "Let me think about every attempt in turn, " * 10 + '{"insights": []}'
+        return "It is \\boxed{4}"
+
+    out = tmp_path / "trt"
+    with MockChatServer(reply=reply) as server:
+        done = testtime_cli(
+            "run", "--method", "trt", "-T", "2", "-K", "2", "--bench", "arith", "--limit", "1", "--max-tokens", "20",
+            "--model", "openai:mock", "--api-base", server.url, "--out", str(out),
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["ledger"]["calls"] == 7 and summary["ledger"]["truncated_calls"] == 2
+    assert summary["truncation_rate"] == pytest.approx(2 / 7)
+    assert "29% of model calls stopped at --max-tokens" in done.stdout + done.stderr

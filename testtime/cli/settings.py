@@ -36,9 +36,15 @@ SHARED: dict[str, tuple[Any, Any]] = {
     "n": (Annotated[int | None, Opt(help="samples per problem (majority, default 8; ttrl: evaluation samples)")], None),
     "limit": (Annotated[int | None, Opt(help="only the first N problems")], None),
     "seed": (Annotated[int, Opt(help="base seed; every sample derives its own")], 0),
-    "temperature": (Annotated[float | None, Opt(help="0 = greedy (default 0.7)")], None),
+    "temperature": (
+        Annotated[float | None, Opt(help="0 = greedy (default: the method's; single/majority 0.7, trt 0.6, rsa 1.0)")],
+        None,
+    ),
     "top_p": (Annotated[float | None, Opt(help="nucleus sampling (default 1.0)")], None),
-    "max_tokens": (Annotated[int | None, Opt(help="max new tokens per sample (default 512)")], None),
+    "max_tokens": (
+        Annotated[int | None, Opt(help="max new tokens per call (default: single/majority 512, trt 32768, rsa 8192)")],
+        None,
+    ),
     "concurrency": (
         Annotated[int, Opt(help="model calls in flight (also the local batch size: 64 suits hf: on CPU)")],
         16,

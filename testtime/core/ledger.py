@@ -50,6 +50,7 @@ class LedgerEntry(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     tokens_known: bool = True  # False: the server's counts were unusable (the 0s above are unknown, not free)
+    truncated: bool = False  # the answer stopped at max_tokens (cut reasoning, a lost answer)
     latency_s: float = 0.0
     cost_usd: float | None = None
     error: str | None = None
@@ -69,6 +70,7 @@ class LedgerTotals:
     cost_usd: float = 0.0
     cost_known: bool = True  # False once any paid call had no known price
     unknown_token_calls: int = 0  # paid calls whose token counts the server did not give usably
+    truncated_calls: int = 0  # model calls (paid or cached) whose answer stopped at max_tokens
     model_seconds: float = 0.0
     sandbox_seconds: float = 0.0
     train_steps: int = 0
@@ -86,6 +88,7 @@ class LedgerTotals:
             self.train_flops += e.flops or 0.0
             self.train_seconds += e.seconds
             return
+        self.truncated_calls += e.truncated
         if e.cached:
             self.cache_hits += 1
             return

@@ -132,6 +132,7 @@ class RolloutEngine:
         hit = self.cache.get(key)
         if hit is not None:
             entry.cached = True
+            entry.truncated = hit.finish_reason == "length"
             self.ledger.record(entry)
             return self._traced(hit.model_copy(update={"cached": True, "call": call}), "cached", messages, entry)
         if self.model is None:
@@ -150,6 +151,7 @@ class RolloutEngine:
         entry.prompt_tokens = completion.usage.prompt_tokens
         entry.completion_tokens = completion.usage.completion_tokens
         entry.tokens_known = completion.usage.known
+        entry.truncated = completion.finish_reason == "length"
         entry.latency_s = completion.latency_s
         entry.cost_usd = completion.cost_usd
         entry.error = completion.error

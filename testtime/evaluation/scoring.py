@@ -137,7 +137,10 @@ def summarize(
             }
     if samples:
         values["no_answer_rate"] = mean(c.answer is None and not c.error for c in samples)
-        values["truncation_rate"] = mean(c.finish_reason == "length" for c in samples)
+        calls = ledger.calls + ledger.cache_hits  # every kind of call, not only the final samples
+        values["truncation_rate"] = (
+            ledger.truncated_calls / calls if calls else mean(c.finish_reason == "length" for c in samples)
+        )
         values["error_rate"] = mean(bool(c.error) for c in samples)
         values["first_error"] = next((c.error[:300] for c in samples if c.error), None)
     audits = [r.round_audit for r in labelled if r.round_audit]

@@ -33,6 +33,7 @@ class LedgerSummary(SummaryRecord):
     completion_tokens: int = 0
     tokens: int = 0  # of the calls whose counts are known (see unknown_token_calls)
     unknown_token_calls: int = 0  # paid calls whose server gave no usable token counts
+    truncated_calls: int = 0  # model calls (paid or cached, every kind) that stopped at max_tokens
     cost_usd: float | None = None  # None: some paid call had no known price
     known_cost_usd: float = 0.0  # the part of the cost whose prices are known (a lower bound when cost_usd is None)
     model_seconds: float = 0.0
@@ -140,11 +141,13 @@ class RunSummary(SummaryRecord):
     maj_at_k: dict[str, float] | None = Field(default=None, alias="maj@k")
     samples: int = 0
     no_answer_rate: float | None = None
-    truncation_rate: float | None = None
+    truncation_rate: float | None = None  # of every model call (solvers, strategies, reflections...), cut at max_tokens
     error_rate: float | None = None
     first_error: str | None = None
     rounds: RoundsSummary | None = None
-    same_budget_majority_n: int | None = None  # majority at the same solver rollouts (TRT, RSA, TTRL's tokens)
+    # Majority at the same solver rollouts (TRT's T·K, RSA's N·T), not the same tokens (`report` gives both);
+    # TTRL: at the same tokens. The name is kept: records are contracts.
+    same_budget_majority_n: int | None = None
     ttrl: TTRLSummary | None = None
     label_free: LabelFreeSummary | None = None
     prediction_status: dict[str, int] = {}

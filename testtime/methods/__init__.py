@@ -111,6 +111,8 @@ class Method(ABC):
     run_flags: ClassVar[frozenset[str]] = SAMPLING_FLAGS  # generic `run` flags this method reads
     flag_hints: ClassVar[dict[str, str]] = {}  # what to use instead of a generic flag it does not read
     default_selectors: ClassVar[dict[str, str]] = DEFAULTS
+    # What its calls send when no flag says otherwise (the reference's settings, where the method has one).
+    default_sampling: ClassVar[SamplingParams] = SamplingParams()
 
     def __init__(self, **options: Any) -> None:
         self.options = self.Options.parse(options, self.name)

@@ -18,7 +18,7 @@ from pydantic import model_validator
 
 from testtime.core.ledger import CallPurpose
 from testtime.core.options import flag
-from testtime.core.records import Candidate, Message, Problem
+from testtime.core.records import Candidate, Message, Problem, SamplingParams
 from testtime.core.results import ProblemResult, RoundCandidate, RoundRecord
 from testtime.methods import METHODS, MethodContext, PerProblem, SelectorChoice, make_candidates
 
@@ -56,6 +56,8 @@ class RSA(PerProblem):
     Options = RSAOptions
     options: RSAOptions
     flag_hints: ClassVar[dict[str, str]] = {"n": "its population is --method-opt population=N"}
+    # trt.md §11 (RSA's eval_code.py CLI): temperature 1.0, max new tokens 8,192.
+    default_sampling: ClassVar[SamplingParams] = SamplingParams(temperature=1.0, max_tokens=8192)
 
     def planned_calls(self, domain: str, n: int | None) -> int | None:
         return self.options.population * self.options.steps + len(self._selector_calls())

@@ -5,7 +5,7 @@ timeouts are exercised for real. Faults are scripted per request number: `faults
 "hang"}`, or for every request (`fault=...`); bytes are a 200 with that body (a malformed answer).
 `"echo401"` answers 401 with the request's key in the error message, as OpenAI's "Incorrect API key
 provided: ..." does. Answers come from `reply(messages) -> str` (default: box the last number of the last
-message).
+message), cut at the request's `max_tokens` (a word a token) with `finish_reason: "length"`.
 """
 
 from __future__ import annotations
@@ -117,7 +117,10 @@ class MockChatServer:
                 if server.latency_s:
                     time.sleep(server.latency_s)
                 messages = request.get("messages", [])
-                text = server.reply(messages)
+                text, finish = server.reply(messages), "stop"
+                words, limit = text.split(), request.get("max_tokens")
+                if isinstance(limit, int) and len(words) > limit:  # a word a token: cut as a server would
+                    text, finish = " ".join(words[:limit]), "length"
                 prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in messages)
                 with server._lock:
                     server.completed += 1
@@ -129,7 +132,7 @@ class MockChatServer:
                         "created": int(time.time()),
                         "model": request.get("model", "mock"),
                         "choices": [
-                            {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}
+                            {"index": 0, "finish_reason": finish, "message": {"role": "assistant", "content": text}}
                         ],
                         "usage": {
                             "prompt_tokens": prompt_tokens,

@@ -45,7 +45,7 @@ class RunParts:
         domain = self.benchmark.domain
         return Effective(
             n=self.method.effective_n(settings.n),
-            sampling=self.method.sampling(domain, settings.sampling()),
+            sampling=self.method.sampling(domain, settings.sampling(self.method.default_sampling)),
             problems=len(self.problems),
             planned_calls_per_problem=self.method.planned_calls(domain, settings.n),
         )

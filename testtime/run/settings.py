@@ -53,9 +53,10 @@ class RunSettings(BaseModel):
 
     _urls = field_validator("api_base")(_http_urls)
 
-    def sampling(self) -> SamplingParams:
-        """The sampling parameters a method starts from (`--temperature` and friends, else the defaults)."""
-        defaults = SamplingParams()
+    def sampling(self, defaults: SamplingParams | None = None) -> SamplingParams:
+        """The sampling a method starts from: `--temperature` and friends where given, else the method's
+        defaults (`defaults`), else the generic ones."""
+        defaults = defaults or SamplingParams()
         return SamplingParams(
             temperature=defaults.temperature if self.temperature is None else self.temperature,
             top_p=defaults.top_p if self.top_p is None else self.top_p,
