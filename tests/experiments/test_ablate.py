@@ -82,13 +82,15 @@ def test_report_puts_each_method_beside_majority_at_its_budget(
     )
     assert result.returncode == 0, result.stderr
     rows = {row["method"]: row for row in json.loads(result.stdout)["runs"]}
-    assert rows["trt"]["same_budget_majority"]["k"] == 6 and rows["trt"]["same_budget_majority"]["exact_budget"]
-    assert rows["rsa"]["same_budget_majority"] == {
-        **rows["rsa"]["same_budget_majority"],
-        "k": 8,
-        "exact_budget": False,
-    }  # 12 rollouts > n=8: said so
-    assert rows["majority"]["same_budget_majority"] is None
+    rollouts, tokens = rows["trt"]["majority_same_rollouts"], rows["trt"]["majority_same_tokens"]
+    assert rollouts["budget"] == "solver rollouts" and rollouts["k"] == 6  # T·K solver samples
+    # TRT's calls beyond its solvers and its longer prompts make majority at k = T·K the cheaper: never "same"
+    assert (
+        not rollouts["exact_budget"] and rollouts["baseline_tokens_per_problem"] < rollouts["method_tokens_per_problem"]
+    )
+    assert tokens["budget"] == "tokens" and tokens["k"] > 6  # what TRT's tokens buy in samples (capped at n)
+    assert rows["rsa"]["majority_same_rollouts"]["k"] == 8 and not rows["rsa"]["majority_same_rollouts"]["exact_budget"]
+    assert rows["majority"]["majority_same_rollouts"] is None and rows["majority"]["majority_same_tokens"] is None
     assert len(rows["trt"]["provenance"]) == 3 and (tmp_path / "report" / "comparison.png").exists()
 
 
@@ -148,9 +150,9 @@ def test_report_pairs_only_runs_with_the_same_settings(grid: tuple[Path, list[An
     hotter = tmp_path / "majority-hot"
     execute(lifecycle.create(BASE.model_copy(update={"temperature": 1.0, "n": 8}), hotter))
     rows = {Path(r.run).name: r for r in build_report([out / "trt-K2", hotter]).runs}
-    assert "temperature 1.0 vs 0.7" in (rows["trt-K2"].same_budget_majority.none or "")  # never compared
+    assert "solver temperature 1.0 vs 0.7" in (rows["trt-K2"].majority_same_tokens.none or "")  # never compared
     rows = {Path(r.run).name: r for r in build_report([out / "trt-K2", hotter, out / "majority"]).runs}
-    base = rows["trt-K2"].same_budget_majority
+    base = rows["trt-K2"].majority_same_tokens
     assert (
         base.run.endswith("majority") and base.difference is not None and base.difference.interval == "paired_bootstrap"
     )

@@ -118,7 +118,10 @@ def summary_table(summary: RunSummary, title: str) -> Table:
         table.add_row("accuracy by round", " ".join(f"{v:.2f}" for v in summary.rounds.accuracy))
         table.add_row("oracle coverage by round", " ".join(f"{v:.2f}" for v in summary.rounds.coverage))
         if summary.same_budget_majority_n:
-            table.add_row("same-budget baseline", f"--method majority --n {summary.same_budget_majority_n}")
+            table.add_row(  # the field's name predates the two baselines: it matches rollouts, not tokens
+                "majority at the same solver rollouts",
+                f"--method majority --n {summary.same_budget_majority_n} (tokens: `testtime report`)",
+            )
     if summary.ttrl is not None:
         _ttrl_rows(table, summary.ttrl)
     if summary.label_free is not None:
@@ -230,8 +233,8 @@ def warnings_for(summary: RunSummary) -> list[str]:
     truncated = summary.truncation_rate or 0.0
     if truncated > TRUNCATION_WARNING:
         lines.append(
-            f"WARNING: {truncated:.0%} of samples stopped at --max-tokens before they finished: reasoning was cut "
-            "and answers lost. Raise --max-tokens (reasoning models need thousands)."
+            f"WARNING: {truncated:.0%} of model calls stopped at --max-tokens before they finished: reasoning was "
+            "cut and answers lost. Raise --max-tokens (reasoning models need thousands)."
         )
     if summary.graded_on_public_tests_only:
         lines.append(

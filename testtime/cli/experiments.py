@@ -89,7 +89,10 @@ def report_command(
     out: Annotated[Path, Opt(help="folder for report.json and comparison.png")] = Path("report"),
     as_json: Annotated[bool, Opt("--json", help="print the report as one JSON object")] = False,
 ) -> None:
-    """Compare runs side by side, each beside a majority baseline at the same rollout budget."""
+    """Compare runs side by side, each beside two majority baselines: at its solver rollouts, and at its tokens.
+
+    Only a majority run with the same benchmark, problems, model and solver sampling is used; "same budget"
+    is said only when the baseline's tokens come within 10% of the run's."""
     from rich.table import Table
 
     from testtime.cli.display import console, results_console
@@ -103,25 +106,30 @@ def report_command(
         typer.echo(report.model_dump_json())
         return
     table = Table(
-        "run", "method", "accuracy [95% CI]", "majority @ same budget", "difference [95% CI]", "calls", "tokens", "cost"
-    )
+        "run", "method", "accuracy [95% CI]", "majority, same solver rollouts", "majority, same tokens",
+        "calls", "tokens", "cost",
+    )  # fmt: skip
     unpaired = []
     for row in report.runs:
-        acc, base = row.accuracy, row.same_budget_majority
-        baseline = difference = "-"
-        if base is not None and base.accuracy is not None:
-            baseline = f"{base.accuracy:.3f} (k={base.k}{'' if base.exact_budget else ', < budget'})"
-            d = base.difference
-            difference = f"{d.mean:+.3f} [{d.ci_low:+.3f}, {d.ci_high:+.3f}]" if d else "-"
-        elif base is not None:
-            unpaired.append(f"{Path(row.run).name}: {base.none}")
+        acc = row.accuracy
+        shown = []
+        for base in (row.majority_same_rollouts, row.majority_same_tokens):
+            if base is not None and base.accuracy is not None:
+                d = base.difference
+                budget = "same budget" if base.exact_budget else "not the same budget"
+                versus = f"; run − it {d.mean:+.3f} [{d.ci_low:+.3f}, {d.ci_high:+.3f}]" if d else ""
+                shown.append(f"{base.accuracy:.3f} at k={base.k} ({budget}){versus}")
+            elif base is not None:
+                shown.append("-")
+                unpaired.append(f"{Path(row.run).name}: {base.none}")
+            else:
+                shown.append("-")
         cost = f"${row.cost_usd:.4f}" if row.cost_usd is not None else f"≥ ${row.known_cost_usd:.4f} (unknown prices)"
         table.add_row(
             Path(row.run).name,
             row.method,
             f"{acc.mean:.3f} [{acc.ci_low:.3f}, {acc.ci_high:.3f}]" if acc else "not measured",
-            baseline,
-            difference,
+            *shown,
             str(row.calls),
             f"{row.tokens:,}",
             cost,

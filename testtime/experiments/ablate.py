@@ -15,6 +15,7 @@ from typing import Any
 
 from testtime.core.errors import UserError
 from testtime.experiments.curves import Point, plot, run_points
+from testtime.methods.trt.loop import TRT
 from testtime.run.build import build_method
 from testtime.run.directory import RunDir
 from testtime.run.execute import execute
@@ -49,7 +50,15 @@ class Grid:
             )
             for k in self.widths
         }
-        runs["majority"] = base.model_copy(update={"method": "majority", "n": self.majority_n, "method_options": {}})
+        # The majority samples as TRT's solvers do (TRT's defaults where no flag is given), so the two compare.
+        trt = TRT.default_sampling
+        solver = {
+            "temperature": trt.temperature if base.temperature is None else base.temperature,
+            "max_tokens": trt.max_tokens if base.max_tokens is None else base.max_tokens,
+        }
+        runs["majority"] = base.model_copy(
+            update={"method": "majority", "n": self.majority_n, "method_options": {}, **solver}
+        )
         if self.rsa is not None:
             runs["rsa"] = base.model_copy(update={"method": "rsa", "method_options": dict(self.rsa)})
         if self.ttrl is not None:

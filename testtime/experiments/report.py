@@ -1,10 +1,14 @@
-"""`testtime report RUN_DIR ...`: runs side by side, each beside its same-budget majority baseline.
+"""`testtime report RUN_DIR ...`: runs side by side, each beside two majority baselines, named for what they
+match: the same solver rollouts (k = T·K for TRT, N·T for RSA), and the same tokens (k = the samples the
+method's tokens per problem buy, its longer prompts and extra calls included). TRT at k = T·K spends more
+than majority at k, so only the tokens baseline can claim the same budget; `exact_budget` is true only when
+the baseline's tokens are within 10% of the method's and k needed no cap.
 
 Per run: accuracy with its 95% Wilson interval, calls, tokens, cost, sandbox seconds, training tokens. The
 baseline is a majority run among the inputs whose accuracy-relevant settings are the run's (benchmark and its
-options, the problems, model, temperature, top-p, max tokens); a majority run that differs is never used,
-and the report says what differed. It is evaluated at k = the run's solver rollouts per problem (unbiased
-maj@k, so any k ≤ its n), with the paired bootstrap interval of the per-problem difference. Per problem, for
+options, the problems, model, and the solvers' temperature, top-p and max tokens as they ran); a majority run
+that differs is never used, and the report says what differed. Each is unbiased maj@k (any k ≤ its n), with
+the paired bootstrap interval of the per-problem difference. Per problem, for
 multi-round runs: which round first made the answer correct, every flip, the strategy of the selected
 rollout there, and the tokens spent until then.
 """
@@ -22,18 +26,26 @@ from testtime.evaluation.metrics import Interval, maj_at_k, mean_ci, paired_diff
 from testtime.evaluation.summary import RunSummary
 from testtime.experiments.viewer.data import LoadedRun, load_run
 
-# What decides accuracy besides the method: a baseline must share all of it.
-MATCHED = ("bench", "model", "temperature", "top_p", "max_tokens", "limit", "bench_options")
+# What decides accuracy besides the method: a baseline must share all of it (and the solvers' sampling).
+MATCHED = ("bench", "model", "limit", "bench_options")
+SAMPLING = ("temperature", "top_p", "max_tokens")
+TOLERANCE = 0.10  # a baseline's tokens within 10% of the method's count as the same budget
 
 
 class Baseline(BaseModel):
-    """The same-budget majority beside a run, or (`none`) why there is none."""
+    """A majority baseline beside a run at one kind of budget, or (`none`) why there is none. `budget` is
+    what was matched: "solver rollouts" (k = the method's solver samples per problem) or "tokens" (k = the
+    samples the method's tokens per problem buy). `exact_budget` is true only when the baseline's tokens are
+    within 10% of the method's and k needed no cap."""
 
     model_config = ConfigDict(extra="forbid")
 
+    budget: str = ""
     run: str | None = None
     k: int | None = None
     exact_budget: bool | None = None
+    method_tokens_per_problem: float | None = None
+    baseline_tokens_per_problem: float | None = None
     accuracy: float | None = None
     ci_low: float | None = None
     ci_high: float | None = None
@@ -61,7 +73,8 @@ class ReportRow(BaseModel):
     train_tokens: int
     train_flops: float | None
     complete: bool
-    same_budget_majority: Baseline | None  # None for a majority run itself
+    majority_same_rollouts: Baseline | None  # None for a majority run itself
+    majority_same_tokens: Baseline | None
     provenance: list[dict[str, Any]]
 
 
@@ -86,9 +99,17 @@ def _open(path: Path) -> Finished:
 
 
 def _settings(run: Finished) -> dict[str, Any]:
-    settings = run.loaded.manifest.run.model_dump()
-    described = {k: v for k, v in run.loaded.manifest.benchmark.items() if k != "data_dir"}
-    return {**{k: settings.get(k) for k in MATCHED}, "benchmark": described, "problems": sorted(run.loaded.records)}
+    manifest = run.loaded.manifest
+    settings = manifest.run.model_dump()
+    effective = manifest.effective.sampling.get("solve") if manifest.effective else None
+    solve = effective.model_dump() if effective else settings  # older runs: the flags as asked
+    described = {k: v for k, v in manifest.benchmark.items() if k != "data_dir"}
+    return {
+        **{k: settings.get(k) for k in MATCHED},
+        **{f"solver {k}": solve.get(k) for k in SAMPLING},
+        "benchmark": described,
+        "problems": sorted(run.loaded.records),
+    }
 
 
 def _differences(run: Finished, other: Finished) -> list[str]:
@@ -104,8 +125,16 @@ def _rollouts(run: Finished) -> int:
     return run.summary.same_budget_majority_n or run.summary.n or run.loaded.manifest.run.n or 1
 
 
-def _baseline(run: Finished, majorities: list[Finished]) -> Baseline:
-    """The same-budget majority beside `run`, or why there is none."""
+def _tokens_per_problem(run: Finished) -> float:
+    """Everything the method spent per problem: every call's tokens (TTRL: its training and answer too)."""
+    ttrl = run.summary.ttrl
+    if ttrl is not None and ttrl.compute is not None:
+        return ttrl.compute.tokens_per_problem
+    return run.summary.ledger.tokens / max(run.summary.problems, 1)
+
+
+def _baselines(run: Finished, majorities: list[Finished]) -> tuple[Baseline, Baseline]:
+    """Majority at the method's solver rollouts, and at the method's tokens; or why there is none."""
     reasons = []
     for majority in majorities:
         records = list(majority.loaded.records.values())
@@ -118,28 +147,42 @@ def _baseline(run: Finished, majorities: list[Finished]) -> Baseline:
         if differs:
             reasons.append(f"{majority.loaded.path.name}: {'; '.join(differs)}")
             continue
-        n = min(len(r.candidates) for r in records)
-        k = min(_rollouts(run), n)
         by_id = majority.loaded.records
         ids = sorted(p for p, r in run.loaded.records.items() if r.labelled and by_id[p].labelled)
         if not ids:
             reasons.append(f"{majority.loaded.path.name}: no labelled problem to compare on")
             continue
-        baseline = [maj_at_k(by_id[p].cluster_of or (), by_id[p].cluster_correct or (), k) for p in ids]
-        method = [float(run.loaded.records[p].correct) for p in ids]
-        ci = mean_ci(baseline)
-        return Baseline(
-            run=str(majority.loaded.path),
-            k=k,
-            exact_budget=k == _rollouts(run),
-            accuracy=ci.mean if ci else None,
-            ci_low=ci.ci_low if ci else None,
-            ci_high=ci.ci_high if ci else None,
-            interval=ci.interval if ci else None,
-            difference=paired_difference_ci(method, baseline),  # method − baseline, paired by problem
+        n = min(len(r.candidates) for r in records)
+        per_sample = majority.summary.ledger.tokens / max(len(records) * n, 1)
+        spent = _tokens_per_problem(run)
+        wanted = {"solver rollouts": _rollouts(run), "tokens": max(1, round(spent / per_sample)) if per_sample else 1}
+        return tuple(  # type: ignore[return-value]
+            _at(run, majority, ids, budget, k, n, per_sample, spent) for budget, k in wanted.items()
         )
+    why = "no majority run among the inputs" if not reasons else "settings differ: " + " | ".join(reasons)
+    return Baseline(budget="solver rollouts", none=why), Baseline(budget="tokens", none=why)
+
+
+def _at(
+    run: Finished, majority: Finished, ids: list[str], budget: str, wanted: int, n: int, per_sample: float, spent: float
+) -> Baseline:
+    k = min(wanted, n)
+    by_id = majority.loaded.records
+    baseline = [maj_at_k(by_id[p].cluster_of or (), by_id[p].cluster_correct or (), k) for p in ids]
+    method = [float(bool(run.loaded.records[p].correct)) for p in ids]
+    ci = mean_ci(baseline)
     return Baseline(
-        none="no majority run among the inputs" if not reasons else "settings differ: " + " | ".join(reasons)
+        budget=budget,
+        run=str(majority.loaded.path),
+        k=k,
+        exact_budget=k == wanted and abs(k * per_sample - spent) <= TOLERANCE * spent,
+        method_tokens_per_problem=spent,
+        baseline_tokens_per_problem=k * per_sample,
+        accuracy=ci.mean if ci else None,
+        ci_low=ci.ci_low if ci else None,
+        ci_high=ci.ci_high if ci else None,
+        interval=ci.interval if ci else None,
+        difference=paired_difference_ci(method, baseline),  # method − baseline, paired by problem
     )
 
 
@@ -205,11 +248,18 @@ def build_report(paths: list[Path]) -> Report:
                 train_tokens=ledger.train_tokens,
                 train_flops=ledger.train_flops,
                 complete=summary.complete,
-                same_budget_majority=None if settings.method == "majority" else _baseline(run, majorities),
+                **_baseline_fields(run, majorities),
                 provenance=_provenance(run.loaded),
             )
         )
     return Report(runs=rows)
+
+
+def _baseline_fields(run: Finished, majorities: list[Finished]) -> dict[str, Baseline | None]:
+    if run.loaded.manifest.run.method == "majority":
+        return {"majority_same_rollouts": None, "majority_same_tokens": None}
+    rollouts, tokens = _baselines(run, majorities)
+    return {"majority_same_rollouts": rollouts, "majority_same_tokens": tokens}
 
 
 def plot_report(report: Report, path: Path) -> Path:
@@ -227,18 +277,19 @@ def plot_report(report: Report, path: Path) -> Path:
         if acc is not None:
             ax.bar(i - 0.18, acc.mean, width=0.34, color="#4c72b0", label="run" if i == 0 else None)
             _error_bar(ax, i - 0.18, acc.mean, acc.ci_low, acc.ci_high)
-        base = row.same_budget_majority
+        base = row.majority_same_tokens
         if base is not None and base.accuracy is not None:
-            ax.bar(i + 0.18, base.accuracy, width=0.34, color="#dd8452", label=None if labelled else "majority")
+            label = None if labelled else "majority at the same tokens"
+            ax.bar(i + 0.18, base.accuracy, width=0.34, color="#dd8452", label=label)
             _error_bar(ax, i + 0.18, base.accuracy, base.ci_low or 0.0, base.ci_high or 0.0)
             labelled = True
     ax.set_xticks(range(len(rows)), [f"{r.method}\n{Path(r.run).name[:24]}" for r in rows], fontsize=8)
-    ax.set_xlabel("run (rollouts per problem set the majority's k)")
+    ax.set_xlabel("run (the tokens it spent per problem set the majority's k)")
     ax.set_ylabel("accuracy (95% CI)")
     ax.set_ylim(0, 1)
     benches = sorted({r.bench for r in rows})
     models = sorted({r.model for r in rows})
-    ax.set_title(f"{', '.join(benches)} · {', '.join(models)}: each run beside majority at its budget", fontsize=10)
+    ax.set_title(f"{', '.join(benches)} · {', '.join(models)}: each run beside majority at its tokens", fontsize=10)
     ax.legend(fontsize=8)
     figure.tight_layout()
     figure.savefig(path, dpi=120)
