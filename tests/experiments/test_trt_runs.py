@@ -93,3 +93,45 @@ def test_trt_through_litellm_against_a_local_server(tmp_path: Path, testtime_cli
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["ledger"]["calls"] == 2 * (1 + 2 * 3) and summary["ledger"]["retries"] == 2
     assert summary["ledger"]["errors"] == 0 and summary["complete"]
+
+
+def test_code_reflection_sees_each_attempts_outputs_and_whether_they_agree(
+    tmp_path: Path, testtime_cli: Callable[..., Any], open_sandbox_or_skip: object
+) -> None:
+    """Two programs pass the public example and run cleanly on every model-written input, but print different
+    things on two of three: the reflection must be told so, per attempt, not "pass, pass, pass"."""
+    public = json.dumps([{"input": "2\n", "output": "4\n", "testtype": "stdin"}])
+    problems = tmp_path / "code.jsonl"
+    problems.write_text(json.dumps({"id": "twice", "question": "Print twice n.", "public_tests": public}) + "\n")
+    right = "```python\nprint(2 * int(input()))\n```"
+    wrong = "```python\nn = int(input())\nprint(2 * n if n < 4 else n + 4)\n```"  # wrong from 4 on
+    programs = [right, wrong]
+    solved = iter(range(100))
+    reflections: list[str] = []
+
+    def reply(messages: list[dict[str, Any]]) -> str:
+        prompt = messages[-1]["content"]
+        if "You are writing test inputs" in prompt:
+            return json.dumps(["3\n", "5\n", "7\n"])  # both print 6 on 3; 10 / 9, 14 / 11
+        if "You are improving a solver" in prompt:
+            reflections.append(prompt)
+            return json.dumps({"insights": []})
+        return programs[next(solved) % 2]
+
+    with MockChatServer(reply=reply) as server:
+        args = "run --method trt -T 1 -K 2 --no-strategies --quiet --model openai:mock".split()
+        done = testtime_cli(
+            *args, "--bench", str(problems), "--api-base", server.url, "--out", str(tmp_path / "run"), cwd=tmp_path
+        )
+    assert done.returncode == 0, done.stderr
+    [prompt] = reflections
+    runs = prompt.split("### Test runs")[1].split("###")[0]
+    lines = [line for line in runs.splitlines() if line.startswith("attempt ")]
+    assert len(lines) == 2 and "(selected)" in lines[0]
+    assert all("public examples 1/1 pass" in line for line in lines)
+    chosen, other = ("'10'", "'9'") if "input 2: '10'" in lines[0] else ("'9'", "'10'")
+    assert f"input 2: {chosen}" in lines[0] and f"input 2: {other} (differs from selected)" in lines[1]
+    assert "input 1: '6' (agrees with selected)" in lines[1]
+    assert lines[1].count("(differs from selected)") == 2 and lines[1].count("(agrees with selected)") == 1
+    indices = [line.split(":")[0].split()[1] for line in lines]
+    assert all(f"[attempt {i}]" in prompt for i in indices)  # the attempts' texts carry the same indices

@@ -71,8 +71,11 @@ def test_a_wrong_answer_is_refuted_then_corrected() -> None:
     assert [r.selected_answer for r in rounds] == ["5", "4", "4"]
     assert rounds[1].refutations[0].answer == "5" and "cannot be 5" in rounds[1].refutations[0].reason
     assert result.prediction == "4"
-    # Round 2's solvers saw round 1's summary; round 3's saw 5 on the wrong-answer list, with its reason.
-    assert "I added two and two" in seen[2] and "Wrong answer 5: The answer cannot be 5" in seen[4]
+    # Round 2's solvers saw round 1's summary; round 3's saw 5 (refuted twice, reached twice: net 0, not
+    # rejected) as disputed, with its reason once, and nothing on the wrong-answer list.
+    assert "I added two and two" in seen[2]
+    disputed = seen[4].split("### Disputed answers")[1].split("###")[0]
+    assert disputed.count("Answer 5: The answer cannot be 5") == 1 and "### Wrong answers" not in seen[4]
     assert not any("not 5" in item.text for item in rounds[1].knowledge)  # refutations are not knowledge items
     assert ledger.totals.calls == 1 + 3 * (2 + 1)  # strategies + T·(K rollouts + reflection)
 

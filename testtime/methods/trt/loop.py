@@ -21,25 +21,36 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from testtime.core.answers import cluster_answers, equivalent
 from testtime.core.ledger import CallPurpose
 from testtime.core.options import flag
-from testtime.core.records import Candidate, Message, Problem
+from testtime.core.records import Candidate, Message, Problem, SamplingParams
 from testtime.core.results import Lesson, ProblemResult, Rejection, RoundCandidate, RoundRecord, Strategy
 from testtime.core.selection import ExclusivityEvidence, ExecutionEvidence, Selection
 from testtime.knowledge import KnowledgeList
 from testtime.methods import METHODS, MethodContext, PerProblem, SelectorChoice, make_candidates
-from testtime.methods.trt import prompts
+from testtime.methods.trt import math_round, prompts
+from testtime.methods.trt.code_evidence import execution_report
 from testtime.methods.trt.parsing import parse_reflection, parse_strategies
-from testtime.methods.trt.refutation import final_text, refutation, summary, wrong_answer_list
-from testtime.selectors import SelectionHistory
+from testtime.methods.trt.refutation import final_text
 
 PRESETS: dict[str, dict[str, dict[str, Any]]] = {
     "paper": {},  # the paper's description: K strategy-guided rollouts, reflection, T=8
     # The released scripts: math is one chain of 64 rounds with the latest answer kept and only refuted
     # answers carried forward (no strategies, no reflection); code is T=8, K=2 with strategies (trt.md §2).
+    # On math the released loop itself (math_round.py): its answer rule, its drop rule, its prompts' structure,
+    # nothing capped. On code it sets what the released scripts set (T=8, K=2, strategies); the released LLM
+    # judge is not reproduced: selection stays execution-based.
     "released": {
-        "math": {"rounds": 64, "rollouts": 1, "exclusivity_rule": "latest", "strategies": False, "knowledge": False},
+        "math": {
+            "rounds": 64,
+            "rollouts": 1,
+            "exclusivity_rule": "latest",
+            "strategies": False,
+            "knowledge": False,
+            "math_loop": "released",
+            "summary_chars": None,
+            "reason_chars": None,
+        },
         "code": {"rounds": 8, "rollouts": 2},
     },
 }
@@ -61,6 +72,12 @@ class TRTOptions(SelectorChoice):
     reflect_chars: int = flag(
         4000, "reflection: characters of each attempt's final text (after its reasoning) shown", ge=100
     )
+    lessons_per_round: int = flag(1, "most lessons a reflection adds per round (the reference keeps one)", ge=1)
+    math_loop: Literal["paper", "released"] = flag(
+        "paper", "math: paper (refutations weighed, rejected and disputed shown apart) | released (the released code)"
+    )
+    summary_chars: int | None = flag(1500, "math: the last characters of the earlier summary shown (none: all)", ge=1)
+    reason_chars: int | None = flag(500, "math: characters of each refutation's reason shown (none: all)", ge=1)
 
 
 class TRTState(BaseModel):
@@ -73,6 +90,7 @@ class TRTState(BaseModel):
     strategies: list[Strategy] = []
     incumbent: Candidate | None = None
     refutations: list[Rejection] = []  # math: every refutation, in order
+    rejected: list[str] = []  # math: the answers the last selection rejected
     support: dict[str, int] = {}  # math: answer → rollouts that concluded it so far
     refuted: dict[str, int] = {}  # math: answer → rollouts that refuted it so far
     examples: dict[str, Candidate] = {}  # math: answer → the latest rollout that concluded it
@@ -84,6 +102,10 @@ class TRT(PerProblem):
     Options = TRTOptions
     options: TRTOptions
     default_selectors: ClassVar[dict[str, str]] = {"math": "exclusivity", "code": "execution"}
+    # trt.md §3-4: T=0.6 for both released math models; max new tokens 0.9 × the context (118k-236k) on math and
+    # 200,000 on code. 32,768 here: reasoning-sized, and accepted by most APIs (many refuse more; raise
+    # --max-tokens where the model allows it).
+    default_sampling: ClassVar[SamplingParams] = SamplingParams(temperature=0.6, max_tokens=32_768)
     flag_hints: ClassVar[dict[str, str]] = {"n": "it runs T rounds of K rollouts: use --rounds/-T and --rollouts/-K"}
 
     def prepare(self, domain: str, bench: str = "") -> None:
@@ -176,12 +198,16 @@ class TRT(PerProblem):
             c.model_copy(update={"index": (t - 1) * k + j})
             for j, c in enumerate(make_candidates(problem, [r[0] for r in rollouts]))
         ]
+        if problem.domain == "math" and self.options.math_loop == "released":
+            candidates = math_round.with_released_answers(candidates)
         order = list(range(k))
         random.Random(f"{ctx.seed}-{problem.id}-{t}").shuffle(order)
         shuffled = [candidates[i] for i in order]
         selector = self.selector_for(problem.domain)
         if problem.domain == "math":
-            selection = await self._select_math(problem, ctx, state, candidates, shuffled, t)
+            selection = await math_round.select(
+                self.options, state, problem, selector, candidates, shuffled, ctx.selection(step=t), t
+            )
         else:
             previous = state.incumbent
             pool = ([previous] if previous else []) + shuffled  # elitist: last round's winner competes again
@@ -224,54 +250,12 @@ class TRT(PerProblem):
         if self.options.strategies and j < len(state.strategies):
             sections.append(prompts.STRATEGY.format(**state.strategies[j].model_dump()))
         if problem.domain == "math":
-            if state.refutations:
-                sections.append(prompts.WRONG_ANSWERS.format(items=wrong_answer_list(state.refutations)))
-            if state.incumbent is not None and state.incumbent.answer is not None:
-                shown = summary(state.incumbent.text) if self.options.reference_summary else "(not shown)"
-                sections.append(prompts.MATH_INCUMBENT.format(answer=state.incumbent.answer, summary=shown))
-            sections.append(prompts.MATH_SUMMARY)
+            return math_round.solver_messages(self.options, state, base, problem, sections)
         return [*base[:-1], Message(role=base[-1].role, content="\n\n".join(sections))]
 
     @staticmethod
     def _rejected(selection: Selection) -> tuple[str, ...]:
         return selection.evidence.rejected if isinstance(selection.evidence, ExclusivityEvidence) else ()
-
-    async def _select_math(
-        self,
-        problem: Problem,
-        ctx: MethodContext,
-        state: TRTState,
-        candidates: list[Candidate],
-        shuffled: list[Candidate],
-        t: int,
-    ) -> Selection:
-        incumbent = state.incumbent.answer if state.incumbent else None
-        known = [*state.support, *state.refuted]
-        for c in candidates:  # a stated refutation is evidence against the answer it names (else the incumbent)
-            found = refutation(c.text, c.answer, known, incumbent)
-            if found is not None:
-                target, reason = found
-                key = next((k for k in state.refuted if equivalent(k, target)), target)
-                state.refuted[key] = state.refuted.get(key, 0) + 1
-                state.refutations.append(Rejection(answer=target, reason=reason, round=t))
-        context = ctx.selection(step=t)
-        context.history = SelectionHistory(
-            support=dict(state.support), refuted=dict(state.refuted), incumbent=incumbent
-        )
-        selection = await self.selector_for(problem.domain).select(problem, shuffled, context)
-        answers = list(state.support) + [c.answer for c in candidates]
-        counts = list(state.support.values()) + [1] * len(candidates)
-        state.support = {answers[cl[0]]: sum(counts[i] for i in cl) for cl in cluster_answers(answers)}
-        for c in candidates:  # the latest rollout behind each answer represents it
-            if c.answer is not None:
-                key = next((k for k in state.examples if equivalent(k, c.answer)), c.answer)
-                state.examples[key] = c
-        # The incumbent is the chosen answer, represented by this round's rollout or the latest that concluded it.
-        chosen = next((c for c in candidates if c.index == selection.index), None)
-        if chosen is None and selection.answer is not None:
-            chosen = next((c for k, c in state.examples.items() if equivalent(k, selection.answer)), state.incumbent)
-        state.incumbent = chosen
-        return selection
 
     async def _reflect(
         self,
@@ -293,15 +277,12 @@ class TRT(PerProblem):
         def show(c: Candidate) -> str:
             strategy = f"(strategy: {strategy_of[c.index]})\n" if strategy_of.get(c.index) else ""
             head = f"(answer: {c.answer})\n" if problem.domain == "math" else ""
-            return f"{strategy}{head}{final_text(c.text)[-limit:]}"
+            return f"[attempt {c.index}]\n{strategy}{head}{final_text(c.text)[-limit:]}"
 
         evidence = ""
         if isinstance(selection.evidence, ExecutionEvidence) and selection.evidence.report:
-            lines = [
-                f"candidate {row.index}: " + ", ".join(test.verdict for test in row.tests)
-                for row in selection.evidence.report
-            ]
-            evidence = prompts.CODE_EVIDENCE.format(report="\n".join(lines))
+            report = execution_report(selection.evidence, selected.index if selected else None)
+            evidence = prompts.CODE_EVIDENCE.format(report=report)
         message = prompts.REFLECT.format(
             problem=problem.statement,
             selected=show(selected) if selected else "(none)",
@@ -322,7 +303,7 @@ class TRT(PerProblem):
         if self.options.knowledge:
             if reflection.deactivate is not None:
                 state.knowledge.deactivate(reflection.deactivate)
-            for insight in reflection.insights:
+            for insight in reflection.insights[: self.options.lessons_per_round]:
                 state.knowledge.add(insight, t)
         if self.options.strategies and reflection.strategies:
             state.strategies = (reflection.strategies * k)[:k]  # fewer than K: reuse them in turn

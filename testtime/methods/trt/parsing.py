@@ -74,13 +74,18 @@ def parse_reflection(text: str) -> Reflection:
     )
 
 
-_ERROR_REPORT = re.compile(r"\[Error Report\]\s*(.*?)(?=\n\s*\[[A-Z][A-Za-z ]+\]|\\boxed|$)", re.DOTALL)
+# A section header as models write it: "[Error Report]", "[Error Report]:", "**[Error Report]**", "## [Summary]".
+_MARKS = r"(?:\*\*|__|#+[ \t]*)?"
+_NEXT_HEADER = rf"(?=\n[ \t]*{_MARKS}\[[A-Z][A-Za-z ]+\]|\n[ \t$]*\\boxed|$)"  # or the final boxed line
+_ERROR_REPORT = re.compile(rf"{_MARKS}\[Error Report\](?:\*\*|__)?[ \t]*[:\-–—]?\s*(.*?){_NEXT_HEADER}", re.DOTALL)
+_AGREES = re.compile(r"^[\s*_:\-–—\"'`]*(?:N/?A|none)\b", re.IGNORECASE)
 
 
 def error_report(text: str) -> str | None:
-    """The rollout's refutation of the earlier answer, or None when it wrote none (or wrote N/A)."""
+    """The rollout's refutation of the earlier answer, whole; None when it wrote none, or wrote N/A (with or
+    without a colon, bold or not). It ends at the next section header, however that header is dressed."""
     match = _ERROR_REPORT.search(text)
     if match is None:
         return None
-    report = match.group(1).strip()
-    return None if not report or report.upper().startswith("N/A") else report[:500]
+    report = match.group(1).strip().strip("*_").strip()
+    return None if not report or _AGREES.match(report) else report

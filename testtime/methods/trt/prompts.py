@@ -35,10 +35,44 @@ MATH_SUMMARY = """End with a section starting with "[Summary]": a step-by-step s
 including where it may have gone wrong; then give your final answer in \\boxed{}."""
 """Every math round: the summary the next round is shown, as the reference asks for."""
 
-WRONG_ANSWERS = """### Wrong answers (refuted by earlier attempts, with their reasons; do not repeat one without a \
-new reason)
+WRONG_ANSWERS = """### Wrong answers (rejected: the refutations outweigh the attempts that reached them; do not \
+repeat one without a new reason)
 {items}"""
-"""Math: the wrong-answer list, kept apart from the knowledge list."""
+"""Math: the answers the selection rejected, with their reasons, kept apart from the knowledge list."""
+
+DISPUTED = """### Disputed answers (some attempts refuted them, as many or more reached them; weigh the reasons)
+{items}"""
+"""Math: answers refuted but still standing (never the current answer), so no prompt contradicts the choice."""
+
+RELEASED_FIRST = """
+
+Solve this problem carefully, step by step.
+
+Write exactly these sections, with the square brackets:
+[Summary]: one paragraph recording every reasoning step and calculation, where you might have gone wrong, \
+and the final answer you reached.
+[Answer]: the final answer as \\boxed{{<integer>}}."""
+"""Released preset, round 1: the problem and its output sections (trt.md §3; wording ours)."""
+
+RELEASED_REFINE = """
+
+Solve this problem carefully, from scratch first, with sound logic rather than heuristics. Only then compare \
+your work with the Wrong Answer List and the reference solution, and decide which is right.
+
+## Reference Solution
+{reference}
+
+## Wrong Answer List
+{wrong}
+
+Write exactly these sections, with the square brackets:
+[Error Report]: if your solution differs from the recalled ones, explain in detail, on its own, why the old \
+answer is wrong: begin with "The answer cannot be <integer>, because..." and end with "The correct approach \
+is ...", without stating the answer you reached; write "N/A" if you agree with the recalled solution.
+[Summary]: one detailed paragraph recording every reasoning step and the final answer you reached, on its own.
+[Answer]: the final answer as \\boxed{{<integer>}}."""
+"""Released preset, later rounds: the earlier round's summary only (never its answer), every dropped answer's
+reason, and the error-report contract the drop rule reads (trt.md §3; wording ours)."""
 
 
 REFLECT = """You are improving a solver by studying its attempts at one problem.
@@ -65,7 +99,8 @@ null>, "strategies": [{{"key_technique": "...", "what_to_try": "..."}}]}}"""
 """After selection: pairwise comparison → "don't" insights, at most one deactivation, K new strategies."""
 
 CODE_EVIDENCE = """
-### Test results (inputs written by the model; expected outputs unknown)
+### Test runs (public examples have expected outputs; the model-written inputs have none, so each attempt's \
+output there is compared with the selected attempt's)
 {report}
 """
-"""Code rounds: the execution selector's per-candidate test report, for the reflection."""
+"""Code rounds: the execution selector's runs per attempt (`code_evidence.py`), for the reflection."""
