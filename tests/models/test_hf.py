@@ -66,3 +66,12 @@ def test_one_sample_requests_of_one_prompt_share_its_prefill_and_keep_their_orde
     alone = {text: model._run_batch(_rows([(text, 1)], greedy))[0][0].text for text in (a, b)}
     assert [c.text for c in result[0] + result[2]] == [alone[a]] * 3
     assert [c.text for c in result[1] + result[3]] == [alone[b]] * 2
+
+
+def test_generation_never_runs_past_the_models_context(model: HFModel, monkeypatch) -> None:
+    """A budget far beyond the context (TRT's default on a small model) stops where the positions end."""
+    monkeypatch.setattr(model._model.config, "max_position_embeddings", 64)
+    prompt = "Write a long story about a dragon who learns to count."
+    [[completion]] = model._run_batch(_rows([(prompt, 1)], SamplingParams(temperature=0.0, max_tokens=10**6)))
+    assert completion.usage.prompt_tokens + completion.usage.completion_tokens == 64
+    assert completion.finish_reason == "length" and completion.usage.completion_tokens > 0

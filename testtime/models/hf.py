@@ -131,7 +131,11 @@ class HFModel(LanguageModel):
         unique = tok(distinct, return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
         if params.seed is not None:
             torch.manual_seed(params.seed)  # one seed per batch: rows in a batch share a generator
-        options: dict[str, Any] = {"max_new_tokens": params.max_tokens, "pad_token_id": tok.pad_token_id}
+        # Never past the model's context: a reasoning-sized default (TRT's 32,768) on a small model would
+        # otherwise generate beyond its positions, slowly and into noise. A cut sample still reads "length".
+        context = getattr(model.config, "max_position_embeddings", None)
+        room = params.max_tokens if context is None else max(1, context - unique["input_ids"].shape[1])
+        options: dict[str, Any] = {"max_new_tokens": min(params.max_tokens, room), "pad_token_id": tok.pad_token_id}
         if params.greedy:
             options.update(do_sample=False, temperature=None, top_p=None, top_k=None)
         else:
