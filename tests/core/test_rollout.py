@@ -150,3 +150,26 @@ def test_a_nonsense_retry_after_does_not_stall_the_run(provider: str, header: st
         started = time.perf_counter()
         [completion] = asyncio.run(engine.sample([Message(role="user", content="1 + 1")], 1, SamplingParams()))
     assert completion.error is None and time.perf_counter() - started < 10
+
+
+def test_a_stop_refusing_one_sample_waits_for_its_siblings_in_flight() -> None:
+    """A signal arrives while two of four samples are in flight: the third is refused its slot, but the error
+    propagates only after the second has landed in the ledger, so nothing the server charged is abandoned."""
+    from testtime.core.errors import Interrupted, RunStopped
+
+    class Slow(FakeModel):
+        async def generate(self, messages: Sequence[Message], n: int, params: SamplingParams) -> list:  # type: ignore[override]
+            self.started += 1
+            if self.started == 1:
+                stopping.request_stop(Interrupted("interrupted by SIGTERM", 15))
+                await asyncio.sleep(0.01)
+            else:
+                await asyncio.sleep(0.3)  # still in flight when the third sample is refused
+            return await super().generate(messages, n, params)
+
+    model = Slow()
+    model.started = 0
+    stopping = engine(model, concurrency=2)
+    with pytest.raises(RunStopped):
+        asyncio.run(stopping.sample(PROMPT, 4, SamplingParams(seed=1)))
+    assert stopping.ledger.totals.calls == 2  # both calls in flight landed before the stop propagated

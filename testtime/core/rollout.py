@@ -11,7 +11,7 @@ import email.utils
 import math
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -65,6 +65,16 @@ def sample_seed(base: int | None, sample_index: int) -> int | None:
     return None if base is None else (base * 1_000_003 + sample_index) % 2**31
 
 
+async def gather_landed(*calls: Awaitable[Any]) -> list[Any]:
+    """`asyncio.gather`, except that when one call fails (a stop refused it its slot) the others still land
+    before the error propagates: a stop never abandons a call in flight, which the server has already charged."""
+    results = await asyncio.gather(*calls, return_exceptions=True)
+    failure = next((r for r in results if isinstance(r, BaseException)), None)
+    if failure is not None:
+        raise failure
+    return results
+
+
 class RolloutEngine:
     """Samples completions through cache → backend (with retries) → ledger.
 
@@ -110,9 +120,7 @@ class RolloutEngine:
         purpose: CallPurpose = "solve",
         step: int | None = None,
     ) -> list[Completion]:
-        return list(
-            await asyncio.gather(*(self._one(messages, params, i, problem_id, purpose, step) for i in range(n)))
-        )
+        return await gather_landed(*(self._one(messages, params, i, problem_id, purpose, step) for i in range(n)))
 
     async def _one(
         self,

@@ -10,7 +10,6 @@ for code).
 
 from __future__ import annotations
 
-import asyncio
 import random
 from typing import ClassVar
 
@@ -20,6 +19,7 @@ from testtime.core.ledger import CallPurpose
 from testtime.core.options import flag
 from testtime.core.records import Candidate, Message, Problem, SamplingParams
 from testtime.core.results import ProblemResult, RoundCandidate, RoundRecord
+from testtime.core.rollout import gather_landed
 from testtime.methods import METHODS, MethodContext, PerProblem, SelectorChoice, make_candidates
 
 AGGREGATE = """### Candidate solutions (some may be wrong)
@@ -120,7 +120,7 @@ class RSA(PerProblem):
                     step=step,
                 )
             )
-        completions = [r[0] for r in await asyncio.gather(*requests)]
+        completions = [r[0] for r in await gather_landed(*requests)]
         return [
             c.model_copy(update={"index": (step - 1) * self.options.population + i})
             for i, c in enumerate(make_candidates(problem, completions))

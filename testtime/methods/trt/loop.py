@@ -15,7 +15,6 @@ Model calls per problem: 1 + T·(K+1) on math, 1 + T·(K+2) on code (the extra o
 
 from __future__ import annotations
 
-import asyncio
 import random
 from typing import Any, ClassVar, Literal
 
@@ -25,6 +24,7 @@ from testtime.core.ledger import CallPurpose
 from testtime.core.options import flag
 from testtime.core.records import Candidate, Message, Problem, SamplingParams
 from testtime.core.results import Lesson, ProblemResult, Rejection, RoundCandidate, RoundRecord, Strategy
+from testtime.core.rollout import gather_landed
 from testtime.core.selection import ExclusivityEvidence, ExecutionEvidence, Selection
 from testtime.knowledge import KnowledgeList
 from testtime.methods import METHODS, MethodContext, PerProblem, SelectorChoice, make_candidates
@@ -181,7 +181,7 @@ class TRT(PerProblem):
     ) -> tuple[list[Candidate], Selection]:
         base = ctx.prompt(problem)
         used = [state.strategies[j].key_technique if j < len(state.strategies) else None for j in range(k)]
-        rollouts = await asyncio.gather(
+        rollouts = await gather_landed(
             *(
                 ctx.engine.sample(
                     self._solver_messages(base, problem, state, j),

@@ -25,7 +25,7 @@ from testtime.core.errors import UserError
 from testtime.core.ledger import CallPurpose
 from testtime.core.records import Candidate, Problem, SamplingParams
 from testtime.core.results import ProblemResult, TTRLEvaluation, TTRLRecord, TTRLVote, read_steps
-from testtime.core.rollout import RolloutEngine
+from testtime.core.rollout import RolloutEngine, gather_landed
 from testtime.methods import METHODS, Method, MethodContext, make_candidates
 from testtime.methods.ttrl.settings import TTRLSettings
 from testtime.methods.ttrl.trl_backend import TrainingJob, require_trl, train_ttrl
@@ -169,7 +169,7 @@ class TTRL(Method):
             written, _ = await selector.write_inputs(problem, runnable, ctx.selection(step=0), ahead=True)
             return problem.id, [test_input for test_input, _ in written]
 
-        return dict(await asyncio.gather(*(one(p) for p in problems)))
+        return dict(await gather_landed(*(one(p) for p in problems)))
 
     async def _evaluate(
         self, problems: Sequence[Problem], ctx: MethodContext, engine: RolloutEngine, after: bool
@@ -187,10 +187,10 @@ class TTRL(Method):
                 return problem.id, (make_candidates(problem, await samples), None)
             greedy = ctx.sampled(greedy_purpose)
             top = engine.sample(messages, 1, greedy, problem_id=problem.id, purpose=greedy_purpose)
-            done, best = await asyncio.gather(samples, top)
+            done, best = await gather_landed(samples, top)
             return problem.id, (make_candidates(problem, done), make_candidates(problem, best)[0])
 
-        return dict(await asyncio.gather(*(one(p) for p in problems)))
+        return dict(await gather_landed(*(one(p) for p in problems)))
 
 
 def _votes_by_problem(steps_path: Path) -> dict[str, list[TTRLVote]]:
