@@ -13,7 +13,7 @@ from testtime.core.records import Reference
 
 PACKAGE = Path(__file__).resolve().parents[1] / "testtime"
 
-# The floors, top to bottom: cli → experiments → run → evaluation / methods → benchmarks / selectors →
+# The floors, top to bottom: cli → experiments / serve → run → evaluation / methods → benchmarks / selectors →
 # models / sandbox → core / knowledge. A package may import its own floor's package and anything below it
 # (architecture.md, "Packages and what each owns"); nothing points up, and evaluation never reads a method.
 _BOTTOM = {"core"}
@@ -30,7 +30,8 @@ ALLOWED = {
     "evaluation": {"core", "sandbox", "benchmarks", "evaluation"},
     "run": _SELECTION | {"knowledge", "methods", "evaluation", "run"},
     "experiments": _SELECTION | {"knowledge", "methods", "evaluation", "run", "experiments"},
-    "cli": _SELECTION | {"knowledge", "methods", "evaluation", "run", "experiments", "cli"},
+    "serve": _SELECTION | {"knowledge", "methods", "evaluation", "run", "serve"},
+    "cli": _SELECTION | {"knowledge", "methods", "evaluation", "run", "experiments", "serve", "cli"},
 }
 
 

@@ -1,7 +1,7 @@
 """The `testtime` command. Each file here holds a group of commands (`run.py`: run, grade, list;
-`experiments.py`: ablate, report, view, export; `ttrl.py`; `sandbox.py`), `settings.py` the run settings they
-share, `flags.py` a method's and a benchmark's own flags, `display.py` what the terminal shows. A user's
-mistake is one line on stderr and exit status 2, never a traceback."""
+`experiments.py`: ablate, report, view, export; `serve.py`; `ttrl.py`; `sandbox.py`), `settings.py` the run
+settings they share, `flags.py` a method's and a benchmark's own flags, `display.py` what the terminal shows.
+A user's mistake is one line on stderr and exit status 2, never a traceback."""
 
 from __future__ import annotations
 
@@ -45,12 +45,14 @@ def _register() -> None:
     from testtime.cli.experiments import ablate_app, export_command, report_command, view_command
     from testtime.cli.run import grade_command, list_command, run_command, run_help
     from testtime.cli.sandbox import sandbox_app
+    from testtime.cli.serve import serve_command
     from testtime.cli.ttrl import ttrl_app
 
     extra_args = {"allow_extra_args": True, "ignore_unknown_options": True}
     app.command("run", context_settings=extra_args, epilog=run_help())(run_command)
     app.command("grade", context_settings=extra_args)(grade_command)
     app.command("list")(list_command)
+    app.command("serve", context_settings=extra_args)(serve_command)
     app.add_typer(sandbox_app, name="sandbox")
     app.add_typer(ablate_app, name="ablate")
     app.add_typer(ttrl_app, name="ttrl")

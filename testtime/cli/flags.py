@@ -60,7 +60,7 @@ def parse_flags(
 
 def run_options(
     method: str,
-    bench: str,
+    bench: str | None,
     flags: list[str],
     method_pairs: list[str],
     selector: str | None,
@@ -73,9 +73,10 @@ def run_options(
 
     load_methods()
     chosen = METHODS.get(method)
-    bench_options = options_of(bench)
     others = {name: METHODS.get(name).Options for name in METHODS.names() if name != method}  # type: ignore[attr-defined]
-    owners = {f"--method {method}": chosen.Options, f"--bench {bench}": bench_options}  # type: ignore[attr-defined]
+    owners = {f"--method {method}": chosen.Options}  # type: ignore[attr-defined]
+    if bench is not None:  # `serve` has no benchmark: only the method owns flags
+        owners[f"--bench {bench}"] = options_of(bench)
     parsed = parse_flags(flags, owners, others)
     options: dict[str, Any] = {**parse_options(method_pairs, "--method-opt"), **parsed[f"--method {method}"]}
     if selector is not None or selector_pairs:
@@ -85,7 +86,7 @@ def run_options(
             options["selector"] = selector
         if selector_pairs:
             options["selector_options"] = parse_options(selector_pairs, "--selector-opt")
-    return options, parsed[f"--bench {bench}"]
+    return options, parsed.get(f"--bench {bench}", {})
 
 
 def bench_flags(bench: str, args: list[str]) -> dict[str, Any]:

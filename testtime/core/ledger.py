@@ -118,6 +118,7 @@ class Ledger:
     def __init__(self, path: Path | None = None) -> None:
         self.path = path
         self.totals = LedgerTotals()
+        self._watched: dict[str, LedgerTotals] = {}
         self._file = None
         if path is not None:
             repair_tail(path)  # a line torn by a kill -9 mid-write: that call is re-made and re-logged
@@ -133,9 +134,20 @@ class Ledger:
         if not entry.time:
             entry.time = time.time()
         self.totals.add(entry)
+        watched = self._watched.get(entry.problem_id)
+        if watched is not None:
+            watched.add(entry)
         if self._file is not None:
             self._file.write(entry.model_dump_json(exclude_defaults=True) + "\n")
             self._file.flush()
+
+    def watch(self, problem_id: str) -> LedgerTotals:
+        """Running totals of one problem's entries from now on (a served request's usage); `unwatch` ends them."""
+        totals = self._watched[problem_id] = LedgerTotals()
+        return totals
+
+    def unwatch(self, problem_id: str) -> None:
+        self._watched.pop(problem_id, None)
 
     def close(self) -> None:
         if self._file is not None:

@@ -26,7 +26,7 @@ from testtime.evaluation.ttrl_audit import audit_ttrl, summarize_ttrl
 def score(benchmark: Benchmark, result: ProblemResult, reference: Reference) -> Grading:
     """The grade of one result, to be written beside it in results.jsonl."""
     if not reference.labelled:
-        return unlabelled(benchmark, result)
+        return unlabelled(benchmark.domain, result)
     grade = benchmark.grade(result.prediction, reference)
     answers = [c.answer for c in result.candidates]
     missing = "no_code" if benchmark.domain == "code" else "no_answer"
@@ -55,10 +55,10 @@ def score(benchmark: Benchmark, result: ProblemResult, reference: Reference) -> 
     )
 
 
-def unlabelled(benchmark: Benchmark, result: ProblemResult) -> Grading:
+def unlabelled(domain: str, result: ProblemResult) -> Grading:
     """A problem with nothing to grade against: what was answered, and the classes the samples fall in (the
     vote needs no label), but no verdict and no audit."""
-    code = benchmark.domain == "code"
+    code = domain == "code"
     graded = graded_program(result.prediction) if code else graded_answer(result.prediction)
     failed = [bool(c.error) for c in result.candidates]
     missing = "no_code" if code else "no_answer"

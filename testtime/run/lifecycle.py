@@ -14,13 +14,13 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from testtime.core.errors import UserError
 from testtime.core.secrets import REDACTED, redact_url
 from testtime.run.build import RunParts, build_parts, check_run_flags
 from testtime.run.directory import RunDir, default_run_path
-from testtime.run.manifest import Resumed, RunManifest, now
+from testtime.run.manifest import Effective, Resumed, RunManifest, now
 from testtime.run.settings import ResumeChanges, RunSettings, versions
 
 LOCK = ".lock"
@@ -121,6 +121,48 @@ def replay(path: Path) -> OpenRun:
     )
     directory.write_manifest(replayed)
     return OpenRun(directory, replayed, parts, replay_of=source, lock=lock)
+
+
+@dataclass
+class ServedDir:
+    """A served run's directory, opened for writing: requests arrive later, one problem each (`testtime.serve`)."""
+
+    directory: RunDir
+    manifest: RunManifest
+    lock: IO[str] | None
+
+    def release(self) -> None:
+        if self.lock is not None:
+            self.lock.close()
+            self.lock = None
+
+
+def create_served(
+    settings: RunSettings,
+    out: Path | None,
+    served: dict[str, Any],
+    effective: Effective,
+    method: dict[str, Any],
+    model: dict[str, Any],
+    runs_root: Path = Path("runs"),
+) -> ServedDir:
+    """A served run (`kind: served`): its problems are requests, so the manifest's `benchmark` says how requests
+    are read and `effective` holds the server's own method's plan (a request that asks for another method or
+    other sampling records its own in `requests.jsonl`)."""
+    path = out or default_run_path(runs_root, f"serve-{settings.method}", "requests", settings.model)
+    directory = RunDir.create(path)
+    lock = _lock(directory)
+    manifest = RunManifest(
+        kind="served",
+        run=_recordable(settings),
+        effective=effective,
+        method=method,
+        benchmark=served,
+        model=model,
+        versions=versions(),
+    )
+    directory.write_manifest(manifest)
+    return ServedDir(directory, manifest, lock)
 
 
 def create_or_resume(settings: RunSettings, folder: Path) -> OpenRun:

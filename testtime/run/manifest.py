@@ -20,7 +20,7 @@ from testtime.core.records import SamplingParams
 from testtime.run.settings import RunSettings
 
 SCHEMA_VERSION = 2
-RunKind = Literal["batch"]  # the kinds of run to come (served, streamed) join this Literal
+RunKind = Literal["batch", "served"]  # served: `testtime serve`, one problem a request (streams to come)
 
 
 class Effective(BaseModel):

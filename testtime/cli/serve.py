@@ -1,0 +1,81 @@
+"""`testtime serve`: answer OpenAI-compatible chat requests with a test-time method over an upstream model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from testtime.cli.settings import SharedFlags, run_settings
+from testtime.core.errors import UserError
+
+Opt = typer.Option
+NOT_SERVED = ("bench", "limit", "data_dir", "bench_opt", "quiet")
+
+
+@run_settings(exclude=NOT_SERVED)
+def serve_command(
+    ctx: typer.Context,
+    method: Annotated[str, Opt(help="the method a request gets unless it names one: single | majority | trt | rsa")] = (
+        "majority"
+    ),
+    method_opt: Annotated[list[str] | None, Opt("--method-opt", help="method option KEY=VALUE, repeatable")] = None,
+    selector: Annotated[str | None, Opt(help="majority | exclusivity | execution (default: by method, domain)")] = None,
+    selector_opt: Annotated[list[str] | None, Opt("--selector-opt", help="selector option KEY=VALUE")] = None,
+    host: Annotated[str, Opt(help="address to listen on (0.0.0.0 exposes it to the network)")] = "127.0.0.1",
+    port: Annotated[int, Opt(help="port (0: any free one, printed)")] = 8000,
+    domain: Annotated[str, Opt(help="math | code: how a request is solved unless it says (testtime.domain)")] = "math",
+    format_hint: Annotated[
+        bool, Opt("--format-hint/--no-format-hint", help="math: ask for a \\boxed{} answer when the client did not")
+    ] = True,
+    api_key: Annotated[
+        str | None,
+        Opt(envvar="TESTTIME_SERVE_API_KEY", help="clients must send this bearer key ($TESTTIME_SERVE_API_KEY)"),
+    ] = None,
+    max_requests: Annotated[int, Opt(help="requests answered at once; more wait their turn", min=1)] = 64,
+    keepalive: Annotated[
+        float, Opt(help="stream: seconds between keep-alive comments while the method runs", min=0.01)
+    ] = 5.0,
+    drain_timeout: Annotated[float, Opt(help="on Ctrl-C or SIGTERM: seconds requests in flight may finish")] = 60.0,
+    out: Annotated[Path | None, Opt(help="run directory (default runs/<time>-serve-<method>-requests-<model>)")] = None,
+    *,
+    flags: SharedFlags,
+) -> None:
+    """Serve POST /v1/chat/completions and GET /v1/models: each request's conversation is one problem, solved by
+    the method over the upstream --model; the reply is the selected completion, its usage every upstream call,
+    and a `testtime` field (candidates, vote share, TRT rounds, confidence, cost). A request picks its method by
+    the model name (majority-8/MODEL, trt-4x2/MODEL, rsa-8x3/MODEL, single/MODEL) or a body field
+    {"testtime": {"method", "options", "n", "domain"}}. Everything goes to a run directory (`testtime view`).
+    """
+    from testtime.cli.display import console
+    from testtime.cli.flags import run_options
+    from testtime.serve import serve
+
+    if domain not in ("math", "code"):
+        raise UserError(f"--domain must be math or code, not '{domain}'")
+    method_options, _ = run_options(method, None, ctx.args, method_opt or [], selector, selector_opt or [])
+    settings = flags.settings(method, method_options, bench="served")
+
+    def ready(url: str, path: Path) -> None:
+        console.print(f"run directory: [bold]{escape(str(path))}[/bold]", soft_wrap=True)
+        typer.echo(f"serving {settings.model} with {method} at {url} (Ctrl-C stops)", err=True)
+        typer.echo(url)  # on stdout alone: a script reads the address from here (with --port 0)
+
+    summary = serve(
+        settings,
+        out,
+        host=host,
+        port=port,
+        domain=domain,  # type: ignore[arg-type]
+        format_hint=format_hint,
+        api_key=api_key,
+        max_requests=max_requests,
+        keepalive_s=keepalive,
+        drain_s=drain_timeout,
+        on_ready=ready,
+    )
+    console.print(
+        f"stopped: {summary.problems} requests answered; {summary.ledger.calls} upstream calls", soft_wrap=True
+    )

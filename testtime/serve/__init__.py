@@ -1,0 +1,108 @@
+"""`testtime serve`: an OpenAI-compatible endpoint that answers each chat request with a test-time method.
+
+`protocol` reads requests (the method from the model-name prefix or a `testtime` body field) and writes
+chat completions; `session` answers one request as one problem through the run's engine and records it;
+`app` is the HTTP server. A served run is a run directory like any other (`kind: served` in its manifest),
+so `testtime view` reads it, while it serves too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal
+
+from testtime.core.errors import UserError
+from testtime.evaluation.scoring import summarize
+from testtime.evaluation.summary import RunSummary
+from testtime.methods import METHODS, load_methods
+from testtime.models import resolve_model
+from testtime.run.build import check_run_flags
+from testtime.run.lifecycle import create_served
+from testtime.run.manifest import Effective
+from testtime.run.settings import RunSettings
+from testtime.serve.protocol import SERVED_METHODS
+
+
+def serve(
+    settings: RunSettings,
+    out: Path | None,
+    *,
+    host: str,
+    port: int,
+    domain: Literal["math", "code"],
+    format_hint: bool,
+    api_key: str | None,
+    max_requests: int,
+    keepalive_s: float,
+    drain_s: float,
+    on_ready: Callable[[str, Path], None],
+) -> RunSummary:
+    """Open a served run, answer requests until a stop signal, then write its summary and return it."""
+    from testtime.serve.app import ServeApp
+    from testtime.serve.session import ServedRun
+
+    if settings.method not in SERVED_METHODS:
+        raise UserError(f"--method {settings.method} cannot be served; choose one of {', '.join(SERVED_METHODS)}")
+    load_methods()
+    method = METHODS.get(settings.method)(**settings.method_options)  # a bad option fails before anything is written
+    method.prepare(domain)
+    check_run_flags(settings, method)
+    model = resolve_model(
+        settings.model,
+        api_base=settings.api_base,
+        api_key_env=settings.api_key_env,
+        max_batch=settings.concurrency,
+        request_timeout_s=settings.request_timeout,
+    )
+    effective = Effective(
+        n=method.effective_n(settings.n),
+        sampling=method.sampling(domain, settings.sampling(method.default_sampling)),
+        planned_calls_per_problem=method.planned_calls(domain, settings.n),
+    )
+    listener = _listen(host, port)  # a port in use fails here, before a run directory exists
+    served_as = {"name": "served", "domain": domain, "format_hint": format_hint}
+    opened = create_served(settings, out, served_as, effective, method.describe(), model.describe())
+    started = time.perf_counter()
+    session = ServedRun(opened, settings, model, domain=domain, format_hint=format_hint)
+    app = ServeApp(session, api_key=api_key, max_requests=max_requests, keepalive_s=keepalive_s)
+
+    async def main() -> None:
+        try:
+            await app.run(listener, lambda url: on_ready(url, opened.directory.path), drain_s)
+        finally:
+            await model.aclose()
+
+    try:
+        asyncio.run(main())
+    finally:
+        session.close()
+        summary = summarize(
+            opened.directory.read_results(),
+            session.ledger.totals,
+            seed=settings.seed,
+            method=settings.method,
+            bench="served",
+            model=settings.model,
+            n=effective.n,
+            wall_s=time.perf_counter() - started,
+            complete=True,
+        )
+        opened.directory.write_summary(summary)
+        opened.release()
+    return summary
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    try:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        listener = socket.socket(family, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((host, port))
+        listener.listen(1024)
+    except OSError as exc:
+        raise UserError(f"cannot listen on {host}:{port} ({exc.strerror or exc}); try another --port") from None
+    return listener

@@ -1,0 +1,185 @@
+"""The HTTP side of `testtime serve`: `POST /v1/chat/completions`, `GET /v1/models`, `GET /health` (aiohttp).
+
+Every request runs as its own task, so a slow one never blocks others; the shared engine bounds the upstream
+calls in flight, `max_requests` the requests being answered (more wait their turn). `stream: true` gets
+server-sent events: keep-alive comments while the method runs (clients and proxies would time out on a silent
+TRT), then the selected answer, the usage and `[DONE]`. A stop (Ctrl-C, SIGTERM) closes the listener, lets
+the requests in flight finish (`drain_s`), then writes the run's summary.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import signal
+import socket
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from aiohttp import web
+
+from testtime.serve.protocol import (
+    BadRequest,
+    ServedRequest,
+    chunk_body,
+    completion_body,
+    error_body,
+    models_body,
+    parse_request,
+)
+from testtime.serve.session import Answered, ServedRun
+
+KEEPALIVE_S = 5.0
+
+
+class ServeApp:
+    def __init__(
+        self, served: ServedRun, api_key: str | None = None, max_requests: int = 64, keepalive_s: float = KEEPALIVE_S
+    ) -> None:
+        self.served, self.api_key, self.keepalive_s = served, api_key, keepalive_s
+        self.model = served.settings.model
+        self._slots = asyncio.Semaphore(max_requests)
+        self.in_flight: set[asyncio.Task[Answered]] = set()
+        self.draining = False
+        self.app = web.Application(client_max_size=32 * 1024**2, middlewares=[self._errors])
+        self.app.router.add_post("/v1/chat/completions", self.chat)
+        self.app.router.add_get("/v1/models", self.models)
+        self.app.router.add_get("/health", self.health)
+
+    @web.middleware
+    async def _errors(self, request: web.Request, handler: Callable[..., Any]) -> web.StreamResponse:
+        """Every failure is an OpenAI-shaped error body; a wrong path or verb too."""
+        try:
+            return await handler(request)
+        except BadRequest as exc:
+            return _error(str(exc), exc.status, exc.code)
+        except web.HTTPException as exc:
+            return _error(f"{request.method} {request.path}: {exc.reason}", exc.status, "not_found")
+
+    def _authorised(self, request: web.Request) -> None:
+        if self.api_key is None:
+            return
+        given = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+        if not hmac.compare_digest(given.encode(), self.api_key.encode()):
+            raise BadRequest("invalid or missing API key (send Authorization: Bearer KEY)", 401, "invalid_api_key")
+
+    async def models(self, request: web.Request) -> web.Response:
+        self._authorised(request)
+        return web.json_response(models_body(self.model))
+
+    async def health(self, request: web.Request) -> web.Response:
+        return web.json_response({"status": "draining" if self.draining else "ok", "in_flight": len(self.in_flight)})
+
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        self._authorised(request)
+        if self.draining:
+            raise BadRequest("the server is shutting down", 503, "unavailable")
+        try:
+            body = await request.json(loads=json.loads)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise BadRequest("the body is not valid JSON") from None
+        parsed = parse_request(body, self.model, self.served.settings.method, self.served.domain)
+        method = self.served.method_for(parsed)
+        request_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
+        task = asyncio.create_task(self._answer(parsed, method, request_id))
+        self.in_flight.add(task)
+        task.add_done_callback(self.in_flight.discard)
+        if parsed.stream:
+            return await self._stream(request, parsed, request_id, task)
+        answered = await asyncio.shield(task)  # a client that hangs up does not cancel calls already paid for
+        if answered.content is None:
+            return _failed(answered)
+        return web.json_response(
+            completion_body(
+                request_id, parsed.model, answered.content, answered.finish_reason, answered.usage, answered.info
+            )
+        )
+
+    async def _answer(self, parsed: ServedRequest, method: Any, request_id: str) -> Answered:
+        async with self._slots:
+            return await self.served.answer(parsed, method, request_id)
+
+    async def _stream(
+        self, request: web.Request, parsed: ServedRequest, request_id: str, task: asyncio.Task[Answered]
+    ) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await response.prepare(request)
+        try:
+            while not task.done():
+                await asyncio.wait({task}, timeout=self.keepalive_s)
+                if not task.done():
+                    await response.write(b": keep-alive\n\n")
+            answered = task.result()
+            if answered.content is None:
+                await _event(response, _failure(answered)[1])
+            else:
+                model = parsed.model
+                await _event(response, chunk_body(request_id, model, {"role": "assistant", "content": ""}))
+                await _event(response, chunk_body(request_id, model, {"content": answered.content}))
+                await _event(
+                    response, chunk_body(request_id, model, {}, answered.finish_reason, testtime=answered.info)
+                )
+                if parsed.include_usage:
+                    await _event(response, chunk_body(request_id, model, None, usage=answered.usage))
+            await response.write(b"data: [DONE]\n\n")
+        except ConnectionResetError:
+            pass  # the client left; the request still finishes and lands in the run directory
+        return response
+
+    # -- running ------------------------------------------------------------------------------------------
+
+    async def run(self, listener: socket.socket, on_ready: Callable[[str], None], drain_s: float) -> None:
+        """Serve on a bound socket until a stop signal; then refuse new requests and finish those in flight
+        (at most `drain_s` seconds)."""
+        runner = web.AppRunner(self.app, handle_signals=False, access_log=None)
+        await runner.setup()
+        site = web.SockSite(runner, listener)
+        await site.start()
+        bound = listener.getsockname()
+        on_ready(f"http://{_host(bound[0])}:{bound[1]}/v1")
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stop.set)
+        try:
+            await stop.wait()
+            self.draining = True
+            await site.stop()  # no new connections; requests in flight go on
+            if self.in_flight:
+                await asyncio.wait(set(self.in_flight), timeout=drain_s)
+        finally:
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(signum)
+            for task in self.in_flight:
+                task.cancel()
+            await asyncio.gather(*self.in_flight, return_exceptions=True)
+            await runner.cleanup()
+
+
+def _host(address: str) -> str:
+    return f"[{address}]" if ":" in address else address
+
+
+def _error(message: str, status: int, code: str) -> web.Response:
+    kind = "invalid_request_error" if status < 500 else "server_error"
+    return web.json_response(error_body(message, code, kind), status=status)
+
+
+def _failure(answered: Answered) -> tuple[int, dict[str, Any]]:
+    """A request whose method produced no answer: the upstream failed (502) or the budget is spent (503)."""
+    stopped = answered.record.status == "stopped"
+    status, code = (503, "budget_exhausted") if stopped else (502, "upstream_error")
+    body = error_body(answered.record.error or "no answer", code, "server_error")
+    body["testtime"] = answered.info
+    return status, body
+
+
+def _failed(answered: Answered) -> web.Response:
+    status, body = _failure(answered)
+    return web.json_response(body, status=status)
+
+
+async def _event(response: web.StreamResponse, body: dict[str, Any]) -> None:
+    await response.write(b"data: " + json.dumps(body, ensure_ascii=False).encode() + b"\n\n")

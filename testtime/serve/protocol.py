@@ -1,0 +1,227 @@
+"""The OpenAI chat-completions wire format as `testtime serve` reads and writes it.
+
+A request is checked into a `ServedRequest`: the conversation (one problem), the method and its options, the
+request's own sampling. The method comes from the model name's prefix, as users of optillm expect
+(`majority-8/MODEL`, `trt-4x2/MODEL`: 4 rounds of 2 rollouts, `rsa-8x3/MODEL`: population 8, 3 steps), or from
+an extra body field `testtime: {"method", "options", "n", "domain"}`; the server's own method otherwise. A
+mistake is a `BadRequest` (HTTP 400) with one line that says what to send instead.
+
+Responses are plain chat completions (and chunks, for `stream: true`) with one extra field, `testtime`, that
+clients may ignore.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from testtime.core.records import Message
+
+SERVED_METHODS = ("single", "majority", "trt", "rsa")
+Domain = Literal["math", "code"]
+# The prefix's numbers, by method: majority-N, trt-T[xK], rsa-N[xT].
+PREFIX_FIELDS: dict[str, tuple[str, ...]] = {
+    "majority": ("n",),
+    "trt": ("rounds", "rollouts"),
+    "rsa": ("population", "steps"),
+}
+_PREFIX = re.compile(r"^(?P<method>[a-z]+)(?:-(?P<numbers>\d+(?:x\d+)*))?$")
+_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+
+
+class BadRequest(ValueError):
+    """A client's mistake: answered with HTTP 400 (or `status`) and this one-line message."""
+
+    def __init__(self, message: str, status: int = 400, code: str = "invalid_request_error") -> None:
+        super().__init__(message)
+        self.status, self.code = status, code
+
+
+@dataclass
+class ServedRequest:
+    messages: list[Message]  # the conversation, as the method's prompt
+    method: str
+    options: dict[str, Any]  # the method's options (prefix numbers, body options), over the server's own
+    n: int | None  # majority's samples
+    domain: Domain
+    model: str  # the model name as the client sent it (echoed back)
+    stream: bool = False
+    include_usage: bool = False  # stream_options.include_usage: a last chunk with the usage
+    sampling: dict[str, Any] = field(default_factory=dict)  # temperature / top_p / max_tokens / seed, if given
+
+    @property
+    def statement(self) -> str:
+        """The problem: the last user turn (strategies and reflection quote it)."""
+        return next(m.content for m in reversed(self.messages) if m.role == "user")
+
+
+def parse_request(body: object, served_model: str, default_method: str, default_domain: Domain) -> ServedRequest:
+    """A chat-completions body → `ServedRequest`, or `BadRequest` naming the first thing wrong."""
+    if not isinstance(body, dict):
+        raise BadRequest("the body must be a JSON object with 'model' and 'messages'")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise BadRequest("'model' is missing: send the served model's name, or METHOD/NAME (see GET /v1/models)")
+    messages = _messages(body.get("messages"))
+    if body.get("n") not in (None, 1):
+        raise BadRequest("'n' must be 1: the method samples for itself (ask for majority-8/NAME for 8 votes)")
+    for unsupported in ("tools", "functions", "response_format", "logprobs"):
+        if body.get(unsupported):
+            raise BadRequest(f"'{unsupported}' is not supported by testtime serve")
+    named, options, n = _method_of(model, served_model)
+    extra = body.get("testtime") or {}
+    if not isinstance(extra, dict):
+        raise BadRequest('\'testtime\' must be an object: {"method", "options", "n", "domain"}')
+    unknown = sorted(set(extra) - {"method", "options", "n", "domain"})
+    if unknown:
+        raise BadRequest(f"'testtime' has no field '{unknown[0]}'; it takes method, options, n, domain")
+    method = named or default_method
+    if "method" in extra:
+        if named is not None and extra["method"] != named:
+            raise BadRequest(f"the model name asks for {named}, the 'testtime' field for {extra['method']}")
+        method = _known_method(extra["method"])
+    given = extra.get("options") or {}
+    if not isinstance(given, dict):
+        raise BadRequest("'testtime.options' must be an object of the method's options")
+    options = {**options, **given}
+    if "n" in extra:
+        n = _positive(extra["n"], "testtime.n")
+    domain = extra.get("domain", default_domain)
+    if domain not in ("math", "code"):
+        raise BadRequest(f"'testtime.domain' must be math or code, not {domain!r}")
+    sampling = {}
+    for key, low, high in (("temperature", 0.0, 2.0), ("top_p", 1e-9, 1.0)):
+        if body.get(key) is not None:
+            value = body[key]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+                raise BadRequest(f"'{key}' must be a number in [{low:g}, {high:g}]")
+            sampling[key] = float(value)
+    tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+    if tokens is not None:
+        sampling["max_tokens"] = _positive(tokens, "max_tokens")
+    if body.get("seed") is not None:
+        if isinstance(body["seed"], bool) or not isinstance(body["seed"], int):
+            raise BadRequest("'seed' must be an integer")
+        sampling["seed"] = body["seed"]
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        raise BadRequest("'stream' must be true or false")
+    stream_options = body.get("stream_options") or {}
+    include_usage = bool(isinstance(stream_options, dict) and stream_options.get("include_usage"))
+    return ServedRequest(messages, method, options, n, domain, model, stream, include_usage, sampling)
+
+
+def _messages(raw: object) -> list[Message]:
+    if not isinstance(raw, list) or not raw:
+        raise BadRequest("'messages' must be a non-empty list of {role, content}")
+    messages = []
+    for i, item in enumerate(raw):
+        if not isinstance(item, dict) or item.get("role") not in _ROLES:
+            raise BadRequest(f"messages[{i}] needs a role of system, developer, user or assistant")
+        messages.append(Message(role=_ROLES[item["role"]], content=_text(item.get("content"), i)))  # type: ignore[arg-type]
+    if not any(m.role == "user" for m in messages):
+        raise BadRequest("'messages' has no user turn: the problem to solve is the last user message")
+    return messages
+
+
+def _text(content: object, i: int) -> str:
+    """A message's content: a string, or a list of text parts (images and audio are refused)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
+                raise BadRequest(f"messages[{i}].content: only text parts are supported")
+            parts.append(part["text"])
+        return "\n".join(parts)
+    raise BadRequest(f"messages[{i}].content must be a string or a list of text parts")
+
+
+def _known_method(name: object) -> str:
+    if name == "ttrl":
+        raise BadRequest("ttrl trains on a set of problems and is not served; serve offers single, majority, trt, rsa")
+    if name not in SERVED_METHODS:
+        raise BadRequest(f"unknown method {name!r}; serve offers {', '.join(SERVED_METHODS)}")
+    return str(name)
+
+
+def _method_of(model: str, served_model: str) -> tuple[str | None, dict[str, Any], int | None]:
+    """The method a model name asks for: `NAME` (None: the server's method), or `METHOD[-NUMBERS]/NAME`."""
+    if _served_name(model, served_model):
+        return None, {}, None
+    prefix, sep, name = model.partition("/")
+    found = _PREFIX.match(prefix) if sep else None
+    if found is None or not _served_name(name, served_model):
+        raise BadRequest(
+            f"model '{model}' is not served here; use '{served_model}' or METHOD/{served_model} "
+            "(majority-8, trt-4x2, rsa-8x3, single)",
+            status=404,
+            code="model_not_found",
+        )
+    method = _known_method(found["method"])
+    numbers = [int(x) for x in found["numbers"].split("x")] if found["numbers"] else []
+    fields = PREFIX_FIELDS.get(method, ())
+    if len(numbers) > len(fields):
+        shapes = {"single": "single", "majority": "majority-N", "trt": "trt-T or trt-TxK", "rsa": "rsa-N or rsa-NxT"}
+        raise BadRequest(f"'{prefix}' has too many numbers; write {shapes[method]}")
+    values = dict(zip(fields, numbers, strict=False))
+    for key, value in values.items():
+        if value < 1:
+            raise BadRequest(f"'{prefix}': {key} must be at least 1")
+    return method, values, values.pop("n", None)
+
+
+def _served_name(name: str, served_model: str) -> bool:
+    """The model's spec (`openai:gpt-4o-mini`) or the name after its provider (`gpt-4o-mini`)."""
+    return name in (served_model, served_model.partition(":")[2])
+
+
+def _positive(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise BadRequest(f"'{name}' must be a positive integer")
+    return value
+
+
+# -- responses ----------------------------------------------------------------------------------------------
+
+
+def completion_body(
+    request_id: str, model: str, content: str, finish_reason: str, usage: dict[str, int], testtime: dict[str, Any]
+) -> dict[str, Any]:
+    return {
+        "id": request_id,
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish_reason}],
+        "usage": usage,
+        "testtime": testtime,
+    }
+
+
+def chunk_body(
+    request_id: str, model: str, delta: dict[str, Any] | None, finish_reason: str | None = None, **extra: Any
+) -> dict[str, Any]:
+    """One streamed chunk; `delta=None` is the usage chunk, which has no choices."""
+    choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish_reason}]
+    return {
+        "id": request_id,
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+        "choices": choices,
+        **extra,
+    }
+
+
+def error_body(message: str, code: str = "invalid_request_error", kind: str = "invalid_request_error") -> dict:
+    return {"error": {"message": message, "type": kind, "code": code, "param": None}}
+
+
+def models_body(served_model: str) -> dict[str, Any]:
+    """The served model, and the same model under each method's prefix with its default options."""
+    names = [served_model, *(f"{m}/{served_model}" for m in SERVED_METHODS)]
+    return {"object": "list", "data": [{"id": n, "object": "model", "owned_by": "testtime"} for n in names]}

@@ -1,0 +1,268 @@
+"""A served run: one run directory, one engine, one ledger and one cache for every request the server answers.
+
+Each request is one problem. Its method (the server's own, or the one the request names) solves it through the
+shared `RolloutEngine`, so retries, timeouts, budgets, key scrubbing and the ledger follow the run rules, and
+the engine's slots bound the calls in flight across all requests. A request's usage is the sum of its own
+ledger lines. What was answered goes to `results.jsonl` (an unlabelled result, as any run writes) and what was
+asked to `requests.jsonl` (`ServedRecord`: the method, the sampling each kind of call sent, the seed, the
+usage), so every answer can be traced and redrawn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from testtime.benchmarks.code_common import SYSTEM as CODE_SYSTEM
+from testtime.benchmarks.dataset import INSTRUCTION
+from testtime.core.answers import equivalent
+from testtime.core.cache import CompletionCache
+from testtime.core.errors import RunStopped, UserError
+from testtime.core.ledger import Ledger, LedgerTotals
+from testtime.core.records import Message, Problem, SamplingParams
+from testtime.core.results import ProblemResult, ResultRecord
+from testtime.core.rollout import RetryPolicy, RolloutEngine
+from testtime.core.trace import Trace
+from testtime.evaluation.labelfree import confidence
+from testtime.evaluation.scoring import unlabelled
+from testtime.methods import METHODS, Method, MethodContext, PerProblem, load_methods
+from testtime.run.lifecycle import ServedDir
+from testtime.run.settings import RunSettings
+from testtime.sandbox import Sandbox
+from testtime.sandbox.choose import open_sandbox
+from testtime.serve.protocol import BadRequest, ServedRequest
+
+
+class ServedRecord(BaseModel):
+    """One line of `requests.jsonl`: what a request asked and what answering it cost."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str  # also the problem id in results.jsonl, ledger.jsonl and trace.jsonl
+    received: float  # unix time
+    model: str  # the model name as the client sent it
+    method: dict[str, Any]  # the method as it ran: name, options, selector
+    domain: Literal["math", "code"]
+    n: int | None
+    sampling: dict[str, SamplingParams]  # kind of call → what those calls sent
+    seed: int  # the client's, or drawn for this request (send it back as `seed` to redraw the same samples)
+    stream: bool
+    status: Literal["answered", "failed", "stopped"]
+    error: str | None = None
+    latency_s: float
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float | None  # None: some call had no known price
+
+
+@dataclass
+class Answered:
+    """A request's outcome: the text to send back (None: it failed, with `error`), and the `testtime` field."""
+
+    record: ServedRecord
+    content: str | None
+    finish_reason: str
+    info: dict[str, Any]
+
+    @property
+    def usage(self) -> dict[str, int]:
+        r = self.record
+        return {"prompt_tokens": r.prompt_tokens, "completion_tokens": r.completion_tokens,
+                "total_tokens": r.prompt_tokens + r.completion_tokens}  # fmt: skip
+
+
+class ServedRun:
+    def __init__(
+        self,
+        opened: ServedDir,
+        settings: RunSettings,
+        model: Any,
+        *,
+        domain: Literal["math", "code"] = "math",
+        format_hint: bool = True,
+    ) -> None:
+        self.opened, self.settings, self.domain, self.format_hint = opened, settings, domain, format_hint
+        self.directory = opened.directory
+        self.ledger = Ledger(self.directory.ledger_path)
+        self.cache = CompletionCache(self.directory.cache_path)
+        self.engine = RolloutEngine(
+            model,
+            model_name=settings.model,
+            cache=self.cache,
+            ledger=self.ledger,
+            concurrency=settings.concurrency,
+            retry=RetryPolicy(call_timeout_s=settings.request_timeout),
+            max_cost_usd=settings.max_cost,
+            max_tokens_total=settings.max_tokens_total,
+            trace=Trace(self.directory.path),
+        )
+        self.sandbox: Sandbox | None = None
+        self._sandbox_lock = asyncio.Lock()
+        self._requests = (self.directory.path / "requests.jsonl").open("a", encoding="utf-8")
+        self.answered = self.failed = 0
+        load_methods()
+
+    # -- a request's method ---------------------------------------------------------------------------------
+
+    def method_for(self, request: ServedRequest) -> Method:
+        """The method a request runs: the server's own options when it names the server's method, then the
+        request's (prefix numbers, body options). A bad option is the client's mistake: a 400."""
+        own = self.settings.method_options if request.method == self.settings.method else {}
+        try:
+            method = METHODS.get(request.method)(**{**own, **request.options})
+            method.prepare(request.domain)
+        except UserError as exc:
+            raise BadRequest(str(exc)) from None
+        if request.n is not None and "n" not in method.run_flags:
+            raise BadRequest(f"'n' applies to majority, not {request.method}")
+        assert isinstance(method, PerProblem)  # every served method solves one problem on its own
+        return method
+
+    def prompt(self, request: ServedRequest) -> list[Message]:
+        """The conversation as the client sent it; math asks for a boxed answer (the vote reads it) unless the
+        client already did, code gets LiveCodeBench's system prompt unless the client gave one."""
+        messages = list(request.messages)
+        if request.domain == "code":
+            has_system = any(m.role == "system" for m in messages)
+            return messages if has_system else [Message(role="system", content=CODE_SYSTEM), *messages]
+        last = max(i for i, m in enumerate(messages) if m.role == "user")
+        if self.format_hint and "\\boxed" not in messages[last].content:
+            messages[last] = Message(role="user", content=f"{messages[last].content}\n{INSTRUCTION}")
+        return messages
+
+    async def _sandbox(self, domain: str) -> Sandbox | None:
+        if domain != "code":
+            return None
+        async with self._sandbox_lock:
+            if self.sandbox is None:
+                self.sandbox = await asyncio.to_thread(open_sandbox, self.settings.sandbox)
+        return self.sandbox
+
+    # -- answering ------------------------------------------------------------------------------------------
+
+    async def answer(self, request: ServedRequest, method: Method, request_id: str) -> Answered:
+        received, started = time.time(), time.perf_counter()
+        seed = request.sampling.get("seed", secrets.randbits(31))  # fresh samples unless the client pins them
+        base = self.settings.sampling(method.default_sampling).model_copy(update={**request.sampling, "seed": seed})
+        sampling = method.sampling(request.domain, base)
+        messages = self.prompt(request)
+        ctx = MethodContext(
+            engine=self.engine,
+            params=base,
+            prompt=lambda _: messages,
+            n=request.n if request.n is not None else self.settings.n,
+            seed=seed,
+            sandbox=await self._sandbox(request.domain),
+            sampling=sampling,
+        )
+        problem = Problem(id=request_id, domain=request.domain, statement=request.statement)
+        totals = self.ledger.watch(request_id)
+        result: ProblemResult | None = None
+        error = None
+        try:
+            assert isinstance(method, PerProblem)
+            result = await method.solve(problem, ctx)
+        except RunStopped as exc:  # the server's budget is spent
+            error = f"stopped: {exc}"
+        finally:
+            self.ledger.unwatch(request_id)
+        content = None
+        if result is not None:
+            record = ResultRecord.of(result, unlabelled(request.domain, result))
+            await asyncio.to_thread(self.directory.append_result, record)
+            content = selected_text(result)
+            if content is None:
+                failed = [c.error for c in result.candidates if c.error]
+                error = f"upstream failed: {failed[0]}" if failed else "no candidate to answer with"
+        status: Literal["answered", "failed", "stopped"] = (
+            "answered" if content is not None else "stopped" if result is None else "failed"
+        )
+        served = ServedRecord(
+            id=request_id,
+            received=received,
+            model=request.model,
+            method=method.describe(),
+            domain=request.domain,
+            n=method.effective_n(ctx.n),
+            sampling=sampling,
+            seed=seed,
+            stream=request.stream,
+            status=status,
+            error=error,
+            latency_s=time.perf_counter() - started,
+            **_usage(totals),
+        )
+        self._requests.write(served.model_dump_json() + "\n")
+        self._requests.flush()
+        self.answered += status == "answered"
+        self.failed += status != "answered"
+        return Answered(served, content, _finish_reason(result), _info(method, result, served))
+
+    def close(self) -> None:
+        self._requests.close()
+        self.ledger.close()
+        self.engine.trace.close()
+        self.cache.close()
+        if self.sandbox is not None:
+            self.sandbox.close()
+
+
+def selected_text(result: ProblemResult) -> str | None:
+    """The selected completion's text: the chosen candidate, else the latest candidate with the selected answer;
+    a TRT answer kept from an earlier round (its text is in the trace) is sent as that answer, boxed."""
+    chosen = result.selection.index if result.selection is not None else None
+    by_index = {c.index: c for c in result.candidates}
+    if chosen is not None and chosen in by_index and by_index[chosen].error is None:
+        return by_index[chosen].text
+    if result.prediction is None:
+        return None
+    for candidate in reversed(result.candidates):
+        if candidate.error is None and candidate.answer is not None and _same(candidate.answer, result.prediction):
+            return candidate.text
+    return f"\\boxed{{{result.prediction}}}"
+
+
+def _same(a: str, b: str) -> bool:
+    return a == b or equivalent(a, b)
+
+
+def _finish_reason(result: ProblemResult | None) -> str:
+    if result is None:
+        return "stop"
+    chosen = result.selection.index if result.selection is not None else None
+    finish = next((c.finish_reason for c in result.candidates if c.index == chosen), "stop")
+    return "length" if finish == "length" else "stop"
+
+
+def _usage(totals: LedgerTotals) -> dict[str, Any]:
+    return {
+        "calls": totals.calls,
+        "prompt_tokens": totals.prompt_tokens,
+        "completion_tokens": totals.completion_tokens,
+        "cost_usd": totals.cost_usd if totals.cost_known else None,
+    }
+
+
+def _info(method: Method, result: ProblemResult | None, served: ServedRecord) -> dict[str, Any]:
+    """The response's `testtime` field: how the answer was chosen, how sure, at what cost."""
+    info: dict[str, Any] = {
+        "id": served.id,
+        "method": method.describe(),
+        "answer": result.prediction if result else None,
+        "confidence": confidence(result) if result else None,
+        "candidates": [c.answer for c in result.candidates] if result else [],
+        "vote_share": result.selection.majority_ratio if result and result.selection else None,
+        "calls": served.calls,
+        "cost_usd": served.cost_usd,
+        "seed": served.seed,
+        "latency_s": round(served.latency_s, 4),
+    }
+    if result is not None and result.rounds:
+        info["rounds"] = [{"round": r.round, "answer": r.selected_answer} for r in result.rounds]
+    return info
