@@ -259,7 +259,7 @@ def test_sigterm_drains_requests_in_flight_then_stops(tmp_path: Path) -> None:
     assert answers and answers[0].model_extra["testtime"]["answer"] == "8"
     summary = RunDir.open_existing(server["out"]).read_summary()
     assert summary is not None and summary.problems == 1 and summary.ledger.calls == 2
-    assert "1 requests answered" in server["stderr"] or "1 requests answered" in server["stdout"]
+    assert "stopped: 1 requests (0 failed), 2 upstream calls" in server["stderr"] + server["stdout"]
 
 
 def test_an_api_key_keeps_other_clients_out(tmp_path: Path) -> None:

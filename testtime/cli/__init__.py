@@ -45,14 +45,14 @@ def _register() -> None:
     from testtime.cli.experiments import ablate_app, export_command, report_command, view_command
     from testtime.cli.run import grade_command, list_command, run_command, run_help
     from testtime.cli.sandbox import sandbox_app
-    from testtime.cli.serve import serve_command
+    from testtime.cli.serve import serve_command, serve_help
     from testtime.cli.ttrl import ttrl_app
 
     extra_args = {"allow_extra_args": True, "ignore_unknown_options": True}
     app.command("run", context_settings=extra_args, epilog=run_help())(run_command)
     app.command("grade", context_settings=extra_args)(grade_command)
     app.command("list")(list_command)
-    app.command("serve", context_settings=extra_args)(serve_command)
+    app.command("serve", context_settings=extra_args, epilog=serve_help())(serve_command)
     app.add_typer(sandbox_app, name="sandbox")
     app.add_typer(ablate_app, name="ablate")
     app.add_typer(ttrl_app, name="ttrl")

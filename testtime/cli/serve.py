@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -12,10 +13,23 @@ from testtime.cli.settings import SharedFlags, run_settings
 from testtime.core.errors import UserError
 
 Opt = typer.Option
-NOT_SERVED = ("bench", "limit", "data_dir", "bench_opt", "quiet")
 
 
-@run_settings(exclude=NOT_SERVED)
+def serve_help() -> str:
+    """The served methods' own flags, for the epilog of `serve --help`."""
+    from testtime.cli.flags import help_text
+    from testtime.methods import METHODS, load_methods
+    from testtime.serve.protocol import SERVED_METHODS
+
+    load_methods()
+    return help_text({f"--method {name}": METHODS.get(name).Options for name in SERVED_METHODS})  # type: ignore[attr-defined]
+
+
+NOT_SERVED = ("bench", "limit", "data_dir", "bench_opt")
+
+
+# Upstream calls in flight across all requests: 16 (a run's default) would queue a few concurrent majority-8s.
+@run_settings(exclude=NOT_SERVED, defaults={"concurrency": 64})
 def serve_command(
     ctx: typer.Context,
     method: Annotated[str, Opt(help="the method a request gets unless it names one: single | majority | trt | rsa")] = (
@@ -52,6 +66,7 @@ def serve_command(
     from testtime.cli.display import console
     from testtime.cli.flags import run_options
     from testtime.serve import serve
+    from testtime.serve.session import ServedRecord
 
     if domain not in ("math", "code"):
         raise UserError(f"--domain must be math or code, not '{domain}'")
@@ -63,7 +78,16 @@ def serve_command(
         typer.echo(f"serving {settings.model} with {method} at {url} (Ctrl-C stops)", err=True)
         typer.echo(url)  # on stdout alone: a script reads the address from here (with --port 0)
 
-    summary = serve(
+    def log(record: ServedRecord) -> None:
+        """One line a request on stderr (`--quiet`: none): what ran, how it went, what it cost."""
+        cost = "-" if record.cost_usd is None else f"${record.cost_usd:.4f}"
+        outcome = record.status if record.error is None else f"{record.status}: {record.error[:160]}"
+        sys.stderr.write(
+            f"{record.id} {record.method['name']} {record.calls} calls "
+            f"{record.prompt_tokens + record.completion_tokens} tokens {cost} {record.latency_s:.2f}s {outcome}\n"
+        )
+
+    summary, summary_path = serve(
         settings,
         out,
         host=host,
@@ -74,8 +98,12 @@ def serve_command(
         max_requests=max_requests,
         keepalive_s=keepalive,
         drain_s=drain_timeout,
+        log=None if flags.quiet else log,
         on_ready=ready,
     )
+    failed = summary.prediction_status.get("error", 0)
     console.print(
-        f"stopped: {summary.problems} requests answered; {summary.ledger.calls} upstream calls", soft_wrap=True
+        f"stopped: {summary.problems} requests ({failed} failed), {summary.ledger.calls} upstream calls; "
+        f"summary: {summary_path}",
+        soft_wrap=True,
     )

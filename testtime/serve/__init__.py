@@ -25,6 +25,7 @@ from testtime.run.lifecycle import create_served
 from testtime.run.manifest import Effective
 from testtime.run.settings import RunSettings
 from testtime.serve.protocol import SERVED_METHODS
+from testtime.serve.session import ServedRecord, ServedRun
 
 
 def serve(
@@ -39,11 +40,11 @@ def serve(
     max_requests: int,
     keepalive_s: float,
     drain_s: float,
+    log: Callable[[ServedRecord], None] | None,
     on_ready: Callable[[str, Path], None],
-) -> RunSummary:
-    """Open a served run, answer requests until a stop signal, then write its summary and return it."""
+) -> tuple[RunSummary, Path]:
+    """Open a served run, answer requests until a stop signal, then write its summary; it and its path."""
     from testtime.serve.app import ServeApp
-    from testtime.serve.session import ServedRun
 
     if settings.method not in SERVED_METHODS:
         raise UserError(f"--method {settings.method} cannot be served; choose one of {', '.join(SERVED_METHODS)}")
@@ -68,7 +69,7 @@ def serve(
     opened = create_served(settings, out, served_as, effective, method.describe(), model.describe())
     started = time.perf_counter()
     session = ServedRun(opened, settings, model, domain=domain, format_hint=format_hint)
-    app = ServeApp(session, api_key=api_key, max_requests=max_requests, keepalive_s=keepalive_s)
+    app = ServeApp(session, api_key=api_key, max_requests=max_requests, keepalive_s=keepalive_s, log=log)
 
     async def main() -> None:
         try:
@@ -93,7 +94,7 @@ def serve(
         )
         opened.directory.write_summary(summary)
         opened.release()
-    return summary
+    return summary, opened.directory.summary_path
 
 
 def _listen(host: str, port: int) -> socket.socket:

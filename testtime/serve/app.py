@@ -29,16 +29,21 @@ from testtime.serve.protocol import (
     models_body,
     parse_request,
 )
-from testtime.serve.session import Answered, ServedRun
+from testtime.serve.session import Answered, ServedRecord, ServedRun
 
 KEEPALIVE_S = 5.0
 
 
 class ServeApp:
     def __init__(
-        self, served: ServedRun, api_key: str | None = None, max_requests: int = 64, keepalive_s: float = KEEPALIVE_S
+        self,
+        served: ServedRun,
+        api_key: str | None = None,
+        max_requests: int = 64,
+        keepalive_s: float = KEEPALIVE_S,
+        log: Callable[[ServedRecord], None] | None = None,
     ) -> None:
-        self.served, self.api_key, self.keepalive_s = served, api_key, keepalive_s
+        self.served, self.api_key, self.keepalive_s, self.log = served, api_key, keepalive_s, log
         self.model = served.settings.model
         self._slots = asyncio.Semaphore(max_requests)
         self.in_flight: set[asyncio.Task[Answered]] = set()
@@ -99,7 +104,10 @@ class ServeApp:
 
     async def _answer(self, parsed: ServedRequest, method: Any, request_id: str) -> Answered:
         async with self._slots:
-            return await self.served.answer(parsed, method, request_id)
+            answered = await self.served.answer(parsed, method, request_id)
+        if self.log is not None:
+            self.log(answered.record)
+        return answered
 
     async def _stream(
         self, request: web.Request, parsed: ServedRequest, request_id: str, task: asyncio.Task[Answered]
