@@ -358,3 +358,48 @@ def test_a_code_request_is_solved_with_execution_in_the_sandbox(tmp_path: Path) 
     assert bodies[0]["role"] == "system"  # LiveCodeBench's system prompt, as in runs
     (record,) = RunDir.open_existing(server["out"]).read_results()
     assert record.selection is not None and record.selection.sandbox_seconds > 0  # the candidates ran
+
+
+def test_an_upstream_that_hangs_is_timed_out_and_asked_again(tmp_path: Path) -> None:
+    with (
+        MockChatServer(faults={1: "hang"}) as upstream,
+        serving(upstream.url, tmp_path, "--request-timeout", "0.5") as server,
+    ):
+        reply = client(server["url"]).chat.completions.create(
+            model=f"single/{SPEC}", messages=[{"role": "user", "content": "Say 6."}]
+        )
+    assert reply.model_extra["testtime"]["answer"] == "6" and upstream.requests == 2
+    (entry,) = read_entries(RunDir.open_existing(server["out"]).ledger_path)
+    assert entry.attempts == 2 and entry.error is None
+
+
+def test_a_spent_budget_is_a_503_not_an_answer(tmp_path: Path) -> None:
+    with MockChatServer() as upstream, serving(upstream.url, tmp_path, "--max-tokens-total", "30") as server:
+        api = client(server["url"])
+        first = api.chat.completions.create(
+            model=f"majority-2/{SPEC}", messages=[{"role": "user", "content": "Say 1."}]
+        )
+        assert first.usage is not None and first.usage.total_tokens >= 30
+        with pytest.raises(openai.APIStatusError) as caught:
+            api.chat.completions.create(model=f"majority-2/{SPEC}", messages=[{"role": "user", "content": "Say 2."}])
+    assert caught.value.status_code == 503 and "token budget reached" in caught.value.response.text
+    assert upstream.requests == 2
+    assert [r.status for r in served_records(server["out"])] == ["answered", "stopped"]
+
+
+def test_a_streaming_client_that_hangs_up_still_gets_its_request_recorded(tmp_path: Path) -> None:
+    async def hang_up(url: str) -> None:
+        body = {"model": f"majority-2/{SPEC}", "messages": [{"role": "user", "content": "Say 4."}], "stream": True}
+        async with aiohttp.ClientSession() as session, session.post(url + "/chat/completions", json=body) as response:
+            assert await response.content.readline() == b": keep-alive\n"  # then leave
+
+    with (
+        MockChatServer(latency_s=0.5) as upstream,
+        serving(upstream.url, tmp_path, "--keepalive", "0.1") as server,
+    ):
+        asyncio.run(hang_up(server["url"]))
+        deadline = time.time() + 20
+        while time.time() < deadline and not (server["out"] / "requests.jsonl").stat().st_size:
+            time.sleep(0.05)
+    (request,) = served_records(server["out"])
+    assert request.status == "answered" and request.calls == 2 == upstream.requests

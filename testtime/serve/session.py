@@ -213,7 +213,7 @@ class ServedRun:
         self._requests.flush()
         self.answered += status == "answered"
         self.failed += status != "answered"
-        return Answered(served, content, _finish_reason(result), _info(method, result, served))
+        return Answered(served, content, _finish_reason(result), _info(result, served))
 
     def close(self) -> None:
         self._requests.close()
@@ -260,11 +260,11 @@ def _usage(totals: LedgerTotals) -> dict[str, Any]:
     }
 
 
-def _info(method: Method, result: ProblemResult | None, served: ServedRecord) -> dict[str, Any]:
+def _info(result: ProblemResult | None, served: ServedRecord) -> dict[str, Any]:
     """The response's `testtime` field: how the answer was chosen, how sure, at what cost."""
     info: dict[str, Any] = {
         "id": served.id,
-        "method": method.describe(),
+        "method": served.method,
         "answer": result.prediction if result else None,
         "confidence": confidence(result) if result else None,
         "candidates": [c.answer for c in result.candidates] if result else [],
