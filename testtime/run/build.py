@@ -26,6 +26,17 @@ def build_method(settings: RunSettings) -> Method:
     return METHODS.get(settings.method)(**settings.method_options)
 
 
+def build_model(settings: RunSettings) -> LanguageModel:
+    """The backend `--model` names, with the run's servers, key variable, batch size and timeout."""
+    return resolve_model(
+        settings.model,
+        api_base=settings.api_base,
+        api_key_env=settings.api_key_env,
+        max_batch=settings.concurrency,
+        request_timeout_s=settings.request_timeout,
+    )
+
+
 def load_problems(benchmark: Benchmark, limit: int | None) -> tuple[list[Problem], SealedReferences]:
     problems, references = benchmark.load()
     return (problems[:limit] if limit else problems), references
@@ -69,15 +80,7 @@ def build_parts(settings: RunSettings, replay: bool = False) -> RunParts:
     method.check_model(settings.model)
     method.prepare(benchmark.domain, benchmark.name)  # its selector: a bad --selector or --selector-opt fails here
     problems, references = load_problems(benchmark, settings.limit)
-    model = None
-    if not replay:
-        model = resolve_model(
-            settings.model,
-            api_base=settings.api_base,
-            api_key_env=settings.api_key_env,
-            max_batch=settings.concurrency,
-            request_timeout_s=settings.request_timeout,
-        )
+    model = None if replay else build_model(settings)
     sandbox = None
     if benchmark.needs_sandbox:
         if settings.sandbox not in CHOICES:

@@ -19,8 +19,7 @@ from testtime.core.errors import UserError
 from testtime.evaluation.scoring import summarize
 from testtime.evaluation.summary import RunSummary
 from testtime.methods import METHODS, load_methods
-from testtime.models import resolve_model
-from testtime.run.build import check_run_flags
+from testtime.run.build import build_model, check_run_flags
 from testtime.run.lifecycle import create_served
 from testtime.run.manifest import Effective
 from testtime.run.settings import RunSettings
@@ -52,13 +51,7 @@ def serve(
     method = METHODS.get(settings.method)(**settings.method_options)  # a bad option fails before anything is written
     method.prepare(domain)
     check_run_flags(settings, method)
-    model = resolve_model(
-        settings.model,
-        api_base=settings.api_base,
-        api_key_env=settings.api_key_env,
-        max_batch=settings.concurrency,
-        request_timeout_s=settings.request_timeout,
-    )
+    model = build_model(settings)
     effective = Effective(
         n=method.effective_n(settings.n),
         sampling=method.sampling(domain, settings.sampling(method.default_sampling)),
