@@ -294,6 +294,7 @@ def test_bad_settings_fail_before_a_run_directory_exists(tmp_path: Path) -> None
         (("--method", "trt", "--n", "4"), "does not use --n"),
         (("--method", "trt", "-T", "0"), "rounds"),
         (("--domain", "bio"), "--domain must be math or code"),
+        (("--sandbox", "host"), "--sandbox must be one of"),
     ):
         done = serve(*args)
         assert done.returncode == 2 and says in done.stderr and "Traceback" not in done.stderr, done.stderr
@@ -403,3 +404,19 @@ def test_a_streaming_client_that_hangs_up_still_gets_its_request_recorded(tmp_pa
             time.sleep(0.05)
     (request,) = served_records(server["out"])
     assert request.status == "answered" and request.calls == 2 == upstream.requests
+
+
+def test_a_code_request_without_a_sandbox_is_a_503_and_math_goes_on(tmp_path: Path) -> None:
+    dead = {"DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock"}
+    with MockChatServer() as upstream, serving(upstream.url, tmp_path, "--sandbox", "docker", env=dead) as server:
+        api = client(server["url"])
+        with pytest.raises(openai.APIStatusError) as caught:
+            api.chat.completions.create(
+                model=SPEC,
+                messages=[{"role": "user", "content": "Print 1."}],
+                extra_body={"testtime": {"domain": "code"}},
+            )
+        assert caught.value.status_code == 503 and "code requests need a sandbox" in caught.value.response.text
+        assert upstream.requests == 0  # refused before any call was paid for
+        reply = api.chat.completions.create(model=SPEC, messages=[{"role": "user", "content": "Say 2."}])
+        assert reply.model_extra["testtime"]["answer"] == "2"

@@ -23,6 +23,7 @@ from testtime.run.build import build_model, check_run_flags
 from testtime.run.lifecycle import create_served
 from testtime.run.manifest import Effective
 from testtime.run.settings import RunSettings
+from testtime.sandbox.choose import CHOICES
 from testtime.serve.protocol import SERVED_METHODS
 from testtime.serve.session import ServedRecord, ServedRun
 
@@ -47,6 +48,8 @@ def serve(
 
     if settings.method not in SERVED_METHODS:
         raise UserError(f"--method {settings.method} cannot be served; choose one of {', '.join(SERVED_METHODS)}")
+    if settings.sandbox not in CHOICES:
+        raise UserError(f"--sandbox must be one of {', '.join(CHOICES)}, not '{settings.sandbox}'")
     load_methods()
     method = METHODS.get(settings.method)(**settings.method_options)  # a bad option fails before anything is written
     method.prepare(domain)

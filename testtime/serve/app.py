@@ -87,6 +87,8 @@ class ServeApp:
             raise BadRequest("the body is not valid JSON") from None
         parsed = parse_request(body, self.model, self.served.settings.method, self.served.domain)
         method = self.served.method_for(parsed)
+        if parsed.domain == "code":
+            await self.served.open_sandbox()
         request_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
         task = asyncio.create_task(self._answer(parsed, method, request_id))
         self.in_flight.add(task)

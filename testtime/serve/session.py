@@ -147,12 +147,15 @@ class ServedRun:
             messages[last] = Message(role="user", content=f"{messages[last].content}\n{INSTRUCTION}")
         return messages
 
-    async def _sandbox(self, domain: str) -> Sandbox | None:
-        if domain != "code":
-            return None
+    async def open_sandbox(self) -> Sandbox:
+        """The sandbox code requests run in, opened by the first one (a failure is that request's 503, before
+        any call is made or any event streamed)."""
         async with self._sandbox_lock:
             if self.sandbox is None:
-                self.sandbox = await asyncio.to_thread(open_sandbox, self.settings.sandbox)
+                try:
+                    self.sandbox = await asyncio.to_thread(open_sandbox, self.settings.sandbox)
+                except UserError as exc:  # SandboxError included: no engine, no image, no bubblewrap
+                    raise BadRequest(f"code requests need a sandbox: {exc}", 503, "sandbox_unavailable") from None
         return self.sandbox
 
     # -- answering ------------------------------------------------------------------------------------------
@@ -169,7 +172,7 @@ class ServedRun:
             prompt=lambda _: messages,
             n=request.n if request.n is not None else self.settings.n,
             seed=seed,
-            sandbox=await self._sandbox(request.domain),
+            sandbox=await self.open_sandbox() if request.domain == "code" else None,
             sampling=sampling,
         )
         problem = Problem(id=request_id, domain=request.domain, statement=request.statement)
