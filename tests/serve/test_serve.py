@@ -105,7 +105,10 @@ def test_majority_through_the_openai_sdk_counts_every_upstream_call(tmp_path: Pa
     assert UPSTREAM_KEY not in every_file_text(server["out"])
 
 
-def test_litellm_as_a_client_and_a_pinned_seed_redraws_the_same_samples(tmp_path: Path) -> None:
+def test_litellm_as_a_client_and_a_pinned_seed_redraws_the_same_samples(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # offline: litellm's bundled price map, no fetch
     import litellm
 
     with MockChatServer() as upstream, serving(upstream.url, tmp_path) as server:

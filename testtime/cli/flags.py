@@ -97,9 +97,12 @@ def bench_flags(bench: str, args: list[str]) -> dict[str, Any]:
     return parse_flags(args, {f"--bench {bench}": options}, {})[f"--bench {bench}"]
 
 
-def help_text(owners: Mapping[str, type[Options]]) -> str:
+def help_text(
+    owners: Mapping[str, type[Options]],
+    title: str = "Method and benchmark flags (every option also as --method-opt / --bench-opt KEY=VALUE):",
+) -> str:
     """Each method's and benchmark's own flags, one paragraph each, for `run --help` (all: `testtime list`)."""
-    paragraphs = ["Method and benchmark flags (every option also as --method-opt / --bench-opt KEY=VALUE):"]
+    paragraphs = [title]
     for owner, options in owners.items():
         by_field: dict[str, list[str]] = {}
         for spelling, name in options.flags().items():

@@ -22,7 +22,8 @@ def serve_help() -> str:
     from testtime.serve.protocol import SERVED_METHODS
 
     load_methods()
-    return help_text({f"--method {name}": METHODS.get(name).Options for name in SERVED_METHODS})  # type: ignore[attr-defined]
+    owners = {f"--method {name}": METHODS.get(name).Options for name in SERVED_METHODS}  # type: ignore[attr-defined]
+    return help_text(owners, "Method flags (every option also as --method-opt KEY=VALUE; a request may set its own):")
 
 
 NOT_SERVED = ("bench", "limit", "data_dir", "bench_opt")
