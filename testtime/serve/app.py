@@ -20,6 +20,7 @@ from typing import Any
 
 from aiohttp import web
 
+from testtime.methods import PerProblem
 from testtime.serve.protocol import (
     BadRequest,
     ServedRequest,
@@ -104,7 +105,7 @@ class ServeApp:
             )
         )
 
-    async def _answer(self, parsed: ServedRequest, method: Any, request_id: str) -> Answered:
+    async def _answer(self, parsed: ServedRequest, method: PerProblem, request_id: str) -> Answered:
         async with self._slots:
             answered = await self.served.answer(parsed, method, request_id)
         if self.log is not None:

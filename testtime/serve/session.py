@@ -31,7 +31,7 @@ from testtime.core.rollout import RetryPolicy, RolloutEngine
 from testtime.core.trace import Trace
 from testtime.evaluation.labelfree import confidence
 from testtime.evaluation.scoring import unlabelled
-from testtime.methods import METHODS, Method, MethodContext, PerProblem, load_methods
+from testtime.methods import METHODS, MethodContext, PerProblem, load_methods
 from testtime.run.lifecycle import ServedDir
 from testtime.run.settings import RunSettings
 from testtime.sandbox import Sandbox
@@ -108,13 +108,12 @@ class ServedRun:
         self.sandbox: Sandbox | None = None
         self._sandbox_lock = asyncio.Lock()
         self._requests = (self.directory.path / "requests.jsonl").open("a", encoding="utf-8")
-        self.answered = self.failed = 0
-        self._methods: dict[str, Method] = {}  # built methods by (name, domain, options), oldest first
+        self._methods: dict[str, PerProblem] = {}  # built methods by (name, domain, options), oldest first
         load_methods()
 
     # -- a request's method ---------------------------------------------------------------------------------
 
-    def method_for(self, request: ServedRequest) -> Method:
+    def method_for(self, request: ServedRequest) -> PerProblem:
         """The method a request runs: the server's own options when it names the server's method, then the
         request's (prefix numbers, body options). A bad option is the client's mistake: a 400."""
         own = self.settings.method_options if request.method == self.settings.method else {}
@@ -123,16 +122,17 @@ class ServedRun:
         method = self._methods.get(key)
         if method is None:
             try:
-                method = METHODS.get(request.method)(**options)
-                method.prepare(request.domain)
+                built = METHODS.get(request.method)(**options)
+                built.prepare(request.domain)
             except UserError as exc:
                 raise BadRequest(str(exc)) from None
+            assert isinstance(built, PerProblem)  # every served method solves one problem on its own
+            method = built
             if len(self._methods) >= METHOD_CACHE:
                 self._methods.pop(next(iter(self._methods)))
             self._methods[key] = method  # a method holds no state of a problem's: requests share one
         if request.n is not None and "n" not in method.run_flags:
             raise BadRequest(f"'n' applies to majority, not {request.method}")
-        assert isinstance(method, PerProblem)  # every served method solves one problem on its own
         return method
 
     def prompt(self, request: ServedRequest) -> list[Message]:
@@ -160,7 +160,7 @@ class ServedRun:
 
     # -- answering ------------------------------------------------------------------------------------------
 
-    async def answer(self, request: ServedRequest, method: Method, request_id: str) -> Answered:
+    async def answer(self, request: ServedRequest, method: PerProblem, request_id: str) -> Answered:
         received, started = time.time(), time.perf_counter()
         seed = request.sampling.get("seed", secrets.randbits(31))  # fresh samples unless the client pins them
         base = self.settings.sampling(method.default_sampling).model_copy(update={**request.sampling, "seed": seed})
@@ -180,7 +180,6 @@ class ServedRun:
         result: ProblemResult | None = None
         error = None
         try:
-            assert isinstance(method, PerProblem)
             result = await method.solve(problem, ctx)
         except RunStopped as exc:  # the server's budget is spent
             error = f"stopped: {exc}"
@@ -214,8 +213,6 @@ class ServedRun:
         )
         self._requests.write(served.model_dump_json() + "\n")
         self._requests.flush()
-        self.answered += status == "answered"
-        self.failed += status != "answered"
         return Answered(served, content, _finish_reason(result), _info(result, served))
 
     def close(self) -> None:
