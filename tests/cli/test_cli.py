@@ -46,6 +46,8 @@ def test_majority_run_end_to_end_on_the_fake_model(tmp_path: Path) -> None:
     # fake:echo boxes the last number of the question ("What is a + b?" → b): wrong on every problem
     assert summary["accuracy"]["mean"] == 0.0 and summary["ledger"]["calls"] == 20
     assert summary["maj@k"].keys() == {"1", "2", "4"} and summary["complete"] is True
+    said = result.stdout + result.stderr
+    assert f"next: testtime view {out}" in said and f"testtime report {out}" in said  # what to do next
 
 
 def test_single_greedy_is_one_call_per_problem(tmp_path: Path) -> None:

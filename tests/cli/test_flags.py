@@ -45,6 +45,8 @@ def test_a_methods_own_flags_are_accepted_and_recorded(testtime_cli: Cli, tmp_pa
             ["--bench", "arith", "--bench-opt", "digit=3"],
             "benchmark arith does not take option 'digit'; did you mean digits?",
         ),
+        (["--method", "rsa", "--population", "4"], "give it as --method-opt population=4"),
+        (["--bench", "arith", "--digits=2"], "give it as --bench-opt digits=2"),
         (["--method", "trt", "--n", "4"], "--method trt does not use --n: it runs T rounds of K rollouts"),
         (["--method", "single", "--n", "4"], "--method single does not use --n"),
         (["--method", "trt", "-T"], "-T needs a value"),

@@ -18,7 +18,8 @@ PROMPT = [Message(role="user", content="What is 20 + 22?")]
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
-        ("gpt-4o", "no provider prefix"),
+        ("gpt-4o", "no provider prefix; did you mean litellm:openai/gpt-4o or openai:gpt-4o?"),
+        ("openai/gpt-4o", "no provider prefix; did you mean litellm:openai/gpt-4o\\?"),
         ("nope:model", "unknown model provider 'nope'; available: fake, hf, litellm, openai, vllm"),
         ("litellm:gpt-4o", "needs a provider"),
         ("fake:weird", "unknown fake model"),

@@ -43,9 +43,15 @@ def parse_flags(
         if spelling not in spellings:
             holders = [name for name, other in others.items() if spelling in _spellings(other)]
             where = f"; it is an option of --method {', '.join(holders)}" if holders else ""
+            how, field = "", spelling.lstrip("-").replace("-", "_")
+            for owner, options in owners.items():  # an option without a flag of its own: say how to give it
+                if not how and field in options.model_fields:
+                    kind = "--method-opt" if owner.startswith("--method") else "--bench-opt"
+                    value = inline or (tokens[0] if tokens and not tokens[0].startswith("-") else "VALUE")
+                    how = f"; give it as {kind} {field}={value}"
             known = ", ".join(sorted(s for s in spellings if not s.startswith("--no-")))
             flags = f" (their flags: {known})" if known else " (they take no flags of their own)"
-            raise UserError(f"{spelling} is not an option of {' or '.join(owners)}{where}{flags}")
+            raise UserError(f"{spelling} is not an option of {' or '.join(owners)}{where}{flags}{how}")
         owner, (name, bare) = spellings[spelling]
         if bare is not None and not sep:
             values[owner][name] = bare

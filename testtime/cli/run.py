@@ -120,6 +120,11 @@ def run_command(
             soft_wrap=True,
         )
     console.print(f"summary: {run.directory.summary_path}", soft_wrap=True)
+    console.print(
+        f"next: testtime view {run.path}   (every problem, its candidates and rounds)\n"
+        f"      testtime report {run.path} [OTHER RUNS...]   (runs side by side at matched compute)",
+        soft_wrap=True,
+    )
     if summary.all_failed():
         raise typer.Exit(EXIT_ALL_FAILED)
 

@@ -30,7 +30,19 @@ def resolve_model(spec: str, **options: Any) -> LanguageModel:
     provider, sep, rest = spec.partition(":")
     if not sep:
         raise UserError(
-            f"model '{spec}' has no provider prefix; use one of {', '.join(p + ':' for p in MODELS.names())} "
-            f"(e.g. {DEFAULT_MODEL})"
+            f"model '{spec}' has no provider prefix; {_guess(spec)}use one of "
+            f"{', '.join(p + ':' for p in MODELS.names())} (e.g. {DEFAULT_MODEL})"
         )
     return MODELS.get(provider)(rest, **options)
+
+
+def _guess(spec: str) -> str:
+    """What a spec without a provider most likely meant: a local folder is a Hugging Face model, a
+    `provider/model` name is litellm's, a bare name an OpenAI model (or one of an OpenAI-compatible server)."""
+    from pathlib import Path
+
+    if Path(spec).expanduser().is_dir():
+        return f"did you mean hf:{spec}? "
+    if "/" in spec:
+        return f"did you mean litellm:{spec}? "
+    return f"did you mean litellm:openai/{spec} or openai:{spec}? "
