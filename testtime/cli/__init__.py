@@ -42,7 +42,7 @@ def root(
 
 
 def _register() -> None:
-    from testtime.cli.experiments import ablate_app, export_command, report_command, view_command
+    from testtime.cli.experiments import ablate_app, export_command, report_command, runs_command, view_command
     from testtime.cli.run import grade_command, list_command, run_command, run_help
     from testtime.cli.sandbox import sandbox_app
     from testtime.cli.serve import serve_command, serve_help
@@ -58,6 +58,7 @@ def _register() -> None:
     app.add_typer(ttrl_app, name="ttrl")
     app.command("report")(report_command)
     app.command("view")(view_command)
+    app.command("runs")(runs_command)
     app.command("export")(export_command)
 
 

@@ -4,6 +4,7 @@ reader must not miss. Metric names are the summary's own (`accuracy`, `pass@1`, 
 
 from __future__ import annotations
 
+import sys
 from statistics import mean
 
 from rich.console import Console
@@ -28,7 +29,9 @@ TRUNCATION_WARNING = 0.1  # a share of samples cut at --max-tokens that a reader
 ERROR_WARNING = 0.05  # a share of failed samples that a reader must be told about
 EXIT_ALL_FAILED = 3  # `testtime run`'s exit status when no call succeeded: nothing was measured
 console = Console(stderr=True)  # progress and status
-results_console = Console()  # results: tables a user may pipe or redirect
+# Results: tables a user may pipe or redirect. Piped, rich would cut them to 80 columns ("meth…"): a file
+# gets room for every cell (tables stay as narrow as their contents).
+results_console = Console(width=None if sys.stdout.isatty() else 200)
 
 
 class RunProgress:

@@ -85,7 +85,7 @@ def depth_width_command(
 
 
 def report_command(
-    runs: Annotated[list[Path], typer.Argument(help="run directories to compare")],
+    runs: Annotated[list[Path], typer.Argument(help="run directories, or folders of runs, to compare")],
     out: Annotated[Path, Opt(help="folder for report.json and comparison.png")] = Path("report"),
     as_json: Annotated[bool, Opt("--json", help="print the report as one JSON object")] = False,
 ) -> None:
@@ -97,8 +97,9 @@ def report_command(
 
     from testtime.cli.display import console, results_console
     from testtime.experiments.report import build_report, plot_report
+    from testtime.experiments.runs import find_runs
 
-    report = build_report(runs)
+    report = build_report(find_runs(runs))
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.json").write_text(report.model_dump_json(indent=2) + "\n")
     image = plot_report(report, out / "comparison.png")
@@ -141,7 +142,7 @@ def report_command(
 
 
 def view_command(
-    runs: Annotated[list[Path], typer.Argument(help="run directories to view")],
+    runs: Annotated[list[Path], typer.Argument(help="run directories, or folders of runs (every run below)")],
     html: Annotated[Path | None, Opt(help="write one self-contained page here instead of serving")] = None,
     port: Annotated[int, Opt(help="port on 127.0.0.1 (0: any free one)")] = 8765,
 ) -> None:
@@ -150,9 +151,10 @@ def view_command(
     import time
 
     from testtime.cli.display import console
+    from testtime.experiments.runs import find_runs
     from testtime.experiments.viewer import Viewer, load, static_page
 
-    loaded = load(runs)
+    loaded = load(find_runs(runs))
     if html is not None:
         html.write_text(static_page(loaded), encoding="utf-8")
         console.print(f"wrote {html}", soft_wrap=True)
@@ -183,3 +185,40 @@ def export_command(
 
     written = export(run, out, format)
     console.print(f"wrote {written}", soft_wrap=True)
+
+
+def runs_command(
+    paths: Annotated[list[Path], typer.Argument(help="run directories, or folders of runs (every run below)")],
+    csv: Annotated[bool, Opt("--csv", help="one CSV row per (run, problem) on stdout, predictions as text")] = False,
+) -> None:
+    """List runs (one row each), or with --csv every (run, problem): prediction, grade, label-free confidence,
+    calls, tokens, cost. In Python: `testtime.load_runs(PATH)` gives the same rows as a pandas DataFrame."""
+    import csv as csv_module
+    import sys
+
+    from rich.table import Table
+
+    from testtime.cli.display import results_console
+    from testtime.experiments.runs import COLUMNS, run_rows
+
+    rows = run_rows(paths)
+    if csv:
+        writer = csv_module.DictWriter(sys.stdout, fieldnames=list(COLUMNS), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+        return
+    table = Table("run", "kind", "method", "bench", "model", "problems", "graded", "correct", "tokens", "cost")
+    by_run: dict[str, list[dict]] = {}
+    for row in rows:
+        by_run.setdefault(row["run"], []).append(row)
+    for name, found in by_run.items():
+        graded = [r for r in found if r["correct"] is not None]
+        costs = [r["cost_usd"] for r in found]
+        first = found[0]
+        table.add_row(
+            escape(name), first["kind"], first["method"], escape(first["bench"]), escape(first["model"]),
+            str(len(found)), str(len(graded)), str(sum(bool(r["correct"]) for r in graded)) if graded else "-",
+            f"{sum(r['tokens'] for r in found):,}",
+            "unknown" if any(c is None for c in costs) else f"${sum(costs):.4f}",
+        )  # fmt: skip
+    results_console.print(table)

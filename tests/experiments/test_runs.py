@@ -1,0 +1,89 @@
+"""Folders of runs as researchers read them: `view`, `report` and `runs` take a folder and find every run in
+it (not what lies inside a run), and `testtime.load_runs` gives pandas one row per (run, problem) with the
+predictions kept as text."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Callable
+from pathlib import Path
+from subprocess import CompletedProcess
+
+import pytest
+
+import testtime
+from testtime.core.errors import UserError
+from testtime.experiments.runs import find_runs
+
+Cli = Callable[..., CompletedProcess[str]]
+ROWS = [{"id": "a", "problem": "Write 007 as it is.", "answer": "007"}, {"id": "b", "problem": "Say 5.", "answer": "6"}]
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """runs/ with a labelled majority run, an unlabelled single run and, nested deeper, a replay of the first."""
+    from tests.conftest import _run_cli
+    from tests.helpers import write_jsonl
+
+    root = tmp_path_factory.mktemp("collection")
+    data = write_jsonl(root / "mine.jsonl", ROWS)
+    unlabelled = write_jsonl(root / "plain.jsonl", [{"id": r["id"], "problem": r["problem"]} for r in ROWS])
+    runs = root / "runs"
+    for name, bench, method in (("maj", data, "majority"), ("one", unlabelled, "single")):
+        done = _run_cli(
+            "run", "--method", method, "--bench", str(bench), "--model", "fake:echo", "--quiet", "--out",
+            str(runs / "grid" / name),
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    assert _run_cli("run", "--replay", str(runs / "grid" / "maj"), "--quiet").returncode == 0
+    return runs
+
+
+def test_a_folder_is_every_run_below_it_and_not_what_lies_inside_a_run(folder: Path) -> None:
+    assert [p.name for p in find_runs([folder])] == ["maj", "one"]  # the replay belongs to "maj"
+    assert find_runs([folder / "grid" / "one"]) == [folder / "grid" / "one"]
+    (folder.parent / "empty").mkdir(exist_ok=True)
+    with pytest.raises(UserError, match="holds no run directory"):
+        find_runs([folder.parent / "empty"])
+    with pytest.raises(UserError, match="neither a run directory nor a folder"):
+        find_runs([folder / "nothing.txt"])
+
+
+def test_load_runs_keeps_predictions_as_text_and_unlabelled_as_missing(folder: Path) -> None:
+    pytest.importorskip("pandas")  # an extra's dependency (datasets brings it); CI has it
+    frame = testtime.load_runs(folder)
+    assert len(frame) == 4 and set(frame["run"]) == {"maj", "one"}
+    maj = frame[frame["run"] == "maj"].set_index("problem_id")
+    assert maj.loc["a", "prediction"] == "007"  # a number-looking answer stays text, leading zeros and all
+    assert bool(maj.loc["a", "correct"]) is True and bool(maj.loc["b", "correct"]) is False
+    assert maj.loc["a", "confidence"] == 1.0 and maj.loc["a", "calls"] == 8
+    one = frame[frame["run"] == "one"]
+    assert one["correct"].isna().all() and one["confidence"].isna().all()  # unlabelled; one sample: no evidence
+    grid = frame.pivot(index="problem_id", columns="run", values="prediction")
+    assert grid.shape == (2, 2)
+
+
+def test_runs_lists_a_folder_and_writes_its_problems_as_csv(testtime_cli: Cli, folder: Path) -> None:
+    listed = testtime_cli("runs", str(folder))
+    assert listed.returncode == 0, listed.stderr
+    assert "maj" in listed.stdout and "one" in listed.stdout and "majority" in listed.stdout
+    written = testtime_cli("runs", str(folder), "--csv")
+    rows = list(csv.DictReader(io.StringIO(written.stdout)))
+    assert [(r["run"], r["problem_id"], r["prediction"]) for r in rows] == [
+        ("maj", "a", "007"), ("maj", "b", "5"), ("one", "a", "007"), ("one", "b", "5"),
+    ]  # fmt: skip
+    assert rows[0]["correct"] == "True" and rows[2]["correct"] == ""
+    assert testtime_cli("runs", str(folder / "nothing")).returncode == 2
+
+
+def test_view_and_report_accept_a_folder_of_runs(testtime_cli: Cli, folder: Path, tmp_path: Path) -> None:
+    page = tmp_path / "page.html"
+    viewed = testtime_cli("view", str(folder), "--html", str(page))
+    assert viewed.returncode == 0, viewed.stderr
+    text = page.read_text()
+    assert "maj" in text and "one" in text
+    reported = testtime_cli("report", str(folder), "--out", str(tmp_path / "report"), "--json")
+    assert reported.returncode == 0, reported.stderr
+    assert [Path(row["run"]).name for row in json.loads(reported.stdout)["runs"]] == ["maj", "one"]
