@@ -112,7 +112,6 @@ def main() -> None:
     upstream, upstream_url = start(
         [sys.executable, "-m", "testtime.models.mock_server", "--latency", str(args.latency)]
     )
-    rows = []
     with tempfile.TemporaryDirectory() as tmp:
         serve, serve_url = start(
             [sys.executable, "-m", "testtime.cli", "serve", "--model", "openai:mock", "--api-base", upstream_url,

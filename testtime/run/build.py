@@ -52,17 +52,25 @@ class RunParts:
     sandbox: Sandbox | None = None  # code benchmarks: grading and execution-based selection run here
 
     def effective(self, settings: RunSettings) -> Effective:
-        """What the run will use: the method's sampling per kind of call, its samples per problem."""
-        domain = self.benchmark.domain
-        return Effective(
-            n=self.method.effective_n(settings.n),
-            sampling=self.method.sampling(domain, settings.sampling(self.method.default_sampling)),
-            problems=len(self.problems),
-            planned_calls_per_problem=self.method.planned_calls(domain, settings.n),
-        )
+        return effective_plan(self.method, self.benchmark.domain, settings, problems=len(self.problems))
 
     def close(self) -> None:
         self.benchmark.close()  # the benchmark holds the sandbox it grades in
+
+
+def effective_plan(method: Method, domain: str, settings: RunSettings, problems: int = 0) -> Effective:
+    """What a run will use: the method's sampling per kind of call, its samples per problem, its calls."""
+    return Effective(
+        n=method.effective_n(settings.n),
+        sampling=method.sampling(domain, settings.sampling(method.default_sampling)),
+        problems=problems,
+        planned_calls_per_problem=method.planned_calls(domain, settings.n),
+    )
+
+
+def check_sandbox_choice(settings: RunSettings) -> None:
+    if settings.sandbox not in CHOICES:
+        raise UserError(f"--sandbox must be one of {', '.join(CHOICES)}, not '{settings.sandbox}'")
 
 
 def check_run_flags(settings: RunSettings, method: Method) -> None:
@@ -83,8 +91,7 @@ def build_parts(settings: RunSettings, replay: bool = False) -> RunParts:
     model = None if replay else build_model(settings)
     sandbox = None
     if benchmark.needs_sandbox:
-        if settings.sandbox not in CHOICES:
-            raise UserError(f"--sandbox must be one of {', '.join(CHOICES)}, not '{settings.sandbox}'")
+        check_sandbox_choice(settings)
         sandbox = open_sandbox(settings.sandbox)
         benchmark.sandbox = sandbox
     return RunParts(benchmark, method, model, problems, references, sandbox)

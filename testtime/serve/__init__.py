@@ -18,12 +18,9 @@ from typing import Literal
 from testtime.core.errors import UserError
 from testtime.evaluation.scoring import summarize
 from testtime.evaluation.summary import RunSummary
-from testtime.methods import METHODS, load_methods
-from testtime.run.build import build_model, check_run_flags
+from testtime.run.build import build_method, build_model, check_run_flags, check_sandbox_choice, effective_plan
 from testtime.run.lifecycle import create_served
-from testtime.run.manifest import Effective
 from testtime.run.settings import RunSettings
-from testtime.sandbox.choose import CHOICES
 from testtime.serve.protocol import SERVED_METHODS
 from testtime.serve.session import ServedRecord, ServedRun
 
@@ -48,18 +45,12 @@ def serve(
 
     if settings.method not in SERVED_METHODS:
         raise UserError(f"--method {settings.method} cannot be served; choose one of {', '.join(SERVED_METHODS)}")
-    if settings.sandbox not in CHOICES:
-        raise UserError(f"--sandbox must be one of {', '.join(CHOICES)}, not '{settings.sandbox}'")
-    load_methods()
-    method = METHODS.get(settings.method)(**settings.method_options)  # a bad option fails before anything is written
+    check_sandbox_choice(settings)
+    method = build_method(settings)  # a bad option fails here, before anything is written
     method.prepare(domain)
     check_run_flags(settings, method)
     model = build_model(settings)
-    effective = Effective(
-        n=method.effective_n(settings.n),
-        sampling=method.sampling(domain, settings.sampling(method.default_sampling)),
-        planned_calls_per_problem=method.planned_calls(domain, settings.n),
-    )
+    effective = effective_plan(method, domain, settings)
     listener = _listen(host, port)  # a port in use fails here, before a run directory exists
     served_as = {"name": "served", "domain": domain, "format_hint": format_hint}
     opened = create_served(settings, out, served_as, effective, method.describe(), model.describe())
