@@ -160,3 +160,12 @@ def test_the_walk_would_catch_a_leak(shared_data: Path) -> None:
     problems, references = load_problems(benchmark, 2)
     benchmark.leaked = {"cache": [references[problems[0].id]]}  # type: ignore[attr-defined]
     assert any(isinstance(o, Reference) for o in _reachable([benchmark.prompt, problems]))
+
+
+@pytest.mark.parametrize("package", ["methods", "selectors", "knowledge", "models", "sandbox", "benchmarks"])
+def test_nothing_below_the_scorer_opens_graded_results(package: str) -> None:
+    """results.jsonl holds each reference once graded (the viewer and the inspect log show it): no method,
+    selector or model may read it, by the run floor's reader (the import rule) or by the file's name."""
+    for path in (PACKAGE / package).rglob("*.py"):
+        text = path.read_text()
+        assert "results.jsonl" not in text and "read_results" not in text, path

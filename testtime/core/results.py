@@ -169,6 +169,10 @@ class Grading(Record):
     correct: bool | None
     graded_answer: str | None
     status: str
+    # What was graded against, written once grading is done (methods never read results): the reference
+    # answer (math), the number of hidden tests (code); None when unlabelled or graded by an older version.
+    reference: str | None = None
+    hidden_tests: int | None = None
     sample_correct: tuple[bool, ...] = ()
     sample_status: tuple[str, ...] = ()
     public_only: bool = False

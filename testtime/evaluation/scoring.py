@@ -44,6 +44,8 @@ def score(benchmark: Benchmark, result: ProblemResult, reference: Reference) -> 
         correct=grade.correct,
         graded_answer=grade.answer,
         status=status,
+        reference=reference.answer,
+        hidden_tests=len(reference.hidden_tests) if benchmark.domain == "code" else None,
         sample_correct=sample_correct,
         sample_status=tuple(g.status if g else "error" if f else missing for g, f in zip(grades, failed, strict=True)),
         public_only=bool(reference.metadata.get("public_only")),

@@ -1,7 +1,7 @@
 """The run directory: config.json (the manifest), results.jsonl (appended per problem), ledger.jsonl,
-cache.sqlite, trace.jsonl, rounds.jsonl (TRT checkpoints), summary.json. Everything a resume or a replay
-needs is in here and nowhere else; every reader of these files goes through this class, which migrates
-older schemas (`run.migrate`) as it reads.
+cache.sqlite, trace.jsonl, rounds.jsonl (TRT checkpoints), problems.jsonl (the statements as methods saw them),
+summary.json. Everything a resume or a replay needs is in here and nowhere else; every reader of these files
+goes through this class, which migrates older schemas (`run.migrate`) as it reads.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from testtime.core.errors import UserError, first_error
+from testtime.core.records import Problem
 from testtime.core.results import ResultRecord
 from testtime.evaluation.labelfree import Prediction
 from testtime.evaluation.summary import RunSummary
@@ -42,6 +43,7 @@ class RunDir:
     summary_path = property(lambda self: self.path / "summary.json")
     predictions_path = property(lambda self: self.path / "predictions.jsonl")
     rounds_path = property(lambda self: self.path / "rounds.jsonl")
+    problems_path = property(lambda self: self.path / "problems.jsonl")
 
     @classmethod
     def create(cls, path: Path) -> RunDir:
@@ -134,6 +136,28 @@ class RunDir:
     def rewrite_results(self, records: list[ResultRecord]) -> None:
         """Drop a torn tail before appending again, so the file stays one JSON object per line."""
         _write_atomic(self.results_path, "".join(_line(r) for r in records))
+
+    # -- the problems as the method saw them (statements for readers; no label is in a Problem) -----------
+
+    def write_problems(self, problems: list[Problem]) -> None:
+        _write_atomic(self.problems_path, "".join(p.model_dump_json() + "\n" for p in problems))
+
+    def append_problem(self, problem: Problem) -> None:
+        with self.problems_path.open("a", encoding="utf-8") as f:
+            f.write(problem.model_dump_json() + "\n")
+
+    def read_problems(self) -> dict[str, Problem]:
+        """Problem id → problem; empty for a run written before problems.jsonl existed. A torn line is skipped."""
+        if not self.problems_path.exists():
+            return {}
+        problems = {}
+        for entry in _json_lines(self.problems_path):
+            try:
+                problem = Problem.model_validate(entry)
+            except ValidationError:
+                continue
+            problems[problem.id] = problem
+        return problems
 
     # -- the summary ---------------------------------------------------------------------------------------
 

@@ -59,6 +59,7 @@ def execute(run: OpenRun, observer: RunObserver | None = None, retry_errors: boo
                 done.remove(record)
                 retried += 1
     directory.rewrite_results(done)
+    directory.write_problems(problems)
     done_ids = {r.problem_id for r in done}
     todo = [p for p in problems if p.id not in done_ids]
     cache = CompletionCache((run.replay_of or directory).cache_path)

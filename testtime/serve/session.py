@@ -188,6 +188,7 @@ class ServedRun:
         content = None
         if result is not None:
             record = ResultRecord.of(result, unlabelled(request.domain, result))
+            self.directory.append_problem(problem)
             self.directory.append_result(record)
             content = selected_text(result)
             if content is None:

@@ -13,10 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from testtime.core.ledger import LedgerEntry, read_entries
+from testtime.core.records import Problem
 from testtime.core.results import ResultRecord, TTRLStep, read_steps
 from testtime.core.selection import ExecutionEvidence
 from testtime.core.trace import TraceLine, read_trace
 from testtime.evaluation.summary import RunSummary
+from testtime.experiments.viewer import explain
+from testtime.experiments.viewer.mathml import to_tree
 from testtime.run.directory import RunDir
 from testtime.run.manifest import RunManifest
 
@@ -34,6 +37,20 @@ class LoadedRun:
     blobs: dict[str, str] = field(default_factory=dict)
     steps: list[TTRLStep] = field(default_factory=list)
     reflections: dict[tuple[str, int | None], str] = field(default_factory=dict)
+    problems: dict[str, Problem] = field(default_factory=dict)  # empty for a run older than problems.jsonl
+
+    def domain(self, record: ResultRecord) -> str:
+        problem = self.problems.get(record.problem_id)
+        if problem is not None:
+            return problem.domain
+        evidence = record.selection.evidence if record.selection else None
+        return "code" if record.hidden_tests is not None or isinstance(evidence, ExecutionEvidence) else "math"
+
+    def prompt_text(self, call: str | None) -> str | None:
+        """The last user message of a call's prompt."""
+        line = self.calls.get(call or "")
+        users = [blob for role, blob in line.messages if role == "user"] if line else []
+        return self.blobs.get(users[-1]) if users else None
 
 
 def load_run(path: Path) -> LoadedRun:
@@ -48,6 +65,7 @@ def load_run(path: Path) -> LoadedRun:
         calls={line.call: line for line in lines},
         blobs=blobs,
         steps=read_steps(path / "ttrl" / "steps.jsonl"),
+        problems=run.read_problems(),
         reflections={
             (line.problem_id, line.step): blobs.get(line.response, "")
             for line in lines
@@ -121,8 +139,8 @@ def _curves(run: LoadedRun) -> dict[str, list[Any]]:
     }
 
 
-def _text(run: LoadedRun, call: str | None) -> dict[str, Any] | None:
-    """A call's prompt (every message) and response, from the trace."""
+def _text(run: LoadedRun, call: str | None, skip: int = 0) -> dict[str, Any] | None:
+    """A call's prompt (its messages after the first `skip`, which the page shows once) and response."""
     line = run.calls.get(call or "")
     if line is None:
         return None
@@ -130,7 +148,8 @@ def _text(run: LoadedRun, call: str | None) -> dict[str, Any] | None:
         "purpose": line.purpose,
         "step": line.step,
         "outcome": line.outcome,
-        "messages": [{"role": role, "text": run.blobs.get(blob, "")} for role, blob in line.messages],
+        "shared": skip,
+        "messages": [{"role": role, "text": run.blobs.get(blob, "")} for role, blob in line.messages[skip:]],
         "response": run.blobs.get(line.response or "", "") if line.response else "",
     }
 
@@ -138,7 +157,12 @@ def _text(run: LoadedRun, call: str | None) -> dict[str, Any] | None:
 def detail(run: LoadedRun, pid: str) -> dict[str, Any]:
     record = run.records[pid]
     selection = record.selection
+    domain = run.domain(record)
     classes = {s.index: s for s in selection.scores} if selection else {}
+    lines = [run.calls.get(c.call or "") for c in record.candidates]
+    shared = explain.shared_prefix(lines)
+    first = next((line for line in lines if line is not None), None)
+    chosen_call = next((c.call for c in record.candidates if selection and c.index == selection.index), None)
     candidates = [
         {
             "index": c.index,
@@ -150,7 +174,8 @@ def detail(run: LoadedRun, pid: str) -> dict[str, Any]:
             "error": c.error,
             "text": c.text[:TEXT_CHARS],
             "chosen": selection is not None and c.index == selection.index,
-            "call": _text(run, c.call),
+            "why": explain.why(record, i, c.answer, c.error, domain),
+            "call": _text(run, c.call, shared),
         }
         for i, c in enumerate(record.candidates)
     ]
@@ -198,6 +223,17 @@ def detail(run: LoadedRun, pid: str) -> dict[str, Any]:
         }
     return {
         "id": pid,
+        "domain": domain,
+        "statement": explain.statement(
+            run.problems.get(pid), run.prompt_text(chosen_call or (first.call if first else None))
+        ),
+        "reference": explain.reference(record, domain),
+        "reference_math": to_tree(record.reference) if domain == "math" and record.reference else None,
+        "graded_answer": record.graded_answer,
+        "shared_prompt": [{"role": r, "text": run.blobs.get(b, "")} for r, b in first.messages[:shared]]
+        if first
+        else [],
+        "classes": explain.answer_classes(candidates),
         "correct": record.correct,
         "status": record.status,
         "prediction": record.prediction,

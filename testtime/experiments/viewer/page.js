@@ -58,23 +58,80 @@ function runTable(run, r) {
   return box;
 }
 
-function callView(call) {
-  if (!call) return $("span", {class: "muted", text: "(not in the trace)"});
-  const d = $("details", {}, $("summary", {text: `prompt (${call.purpose}, round ${call.step ?? "–"}, ${call.outcome})`}));
-  for (const m of call.messages) d.append($("div", {class: "muted", text: m.role}), $("pre", {text: m.text}));
+// MathML built node by node from the whitelisted tree data.py sends (never parsed from a string)
+const MATHML = "http://www.w3.org/1998/Math/MathML";
+function mathNode(tree) {
+  if (typeof tree === "string") return document.createTextNode(tree);
+  const [tag, attrs, ...kids] = tree;
+  const el = document.createElementNS(MATHML, /^m[a-z]*$/.test(tag) ? tag : "mrow");
+  for (const [k, v] of Object.entries(attrs)) if (!/^(on|href|xlink)/i.test(k)) el.setAttribute(k, v);
+  for (const kid of kids) el.append(mathNode(kid));
+  return el;
+}
+
+function statementView(st) {
+  const box = $("div", {class: "statement"});
+  if (st.from_prompt) box.append($("div", {class: "muted", text: "statement (the prompt's last user message; this run predates problems.jsonl)"}));
+  const body = $("div", {class: "statement-text"});
+  for (const piece of st.segments) body.append(piece.math ? mathNode(piece.math) : document.createTextNode(piece.text));
+  box.append(body);
+  if (st.starter_code) box.append($("div", {class: "muted", text: "starter code"}), $("pre", {text: st.starter_code}));
+  return box;
+}
+
+function gradeView(d) {
+  if (d.correct === null || d.correct === undefined) return $("div", {class: "muted", text: "unlabelled: nothing to grade against"});
+  const rows = [["reference", d.reference ?? "(not recorded: graded by an older version; --replay re-grades)"],
+    ["graded answer", d.domain === "code" ? (d.graded_answer ? "(the program below)" : "(none)") : (d.graded_answer ?? "(none)")], ["status", d.status]];
+  const table = $("table", {class: "grade"}, ...rows.map(([k, v]) => $("tr", {}, $("th", {text: k}), $("td", {text: v}))));
+  if (d.reference_math) { const cell = table.rows[0].cells[1]; cell.title = d.reference; cell.replaceChildren(mathNode(d.reference_math)); }
+  return table;
+}
+
+function classesView(classes) {
+  const t = $("table", {}, $("tr", {}, ...["answer class", "", "size", "candidates"].map(x => $("th", {text: x}))));
+  for (const c of classes) t.append($("tr", {class: c.chosen ? "chosen" : ""}, $("td", {text: c.answer === null ? "(no answer)" : c.answer.slice(0, 120)}),
+    $("td", {}, c.answer === null ? $("span") : verdict(c.correct)), $("td", {text: c.size}), $("td", {text: c.indices.join(" ")})));
+  return t;
+}
+
+function messagesView(title, messages) {
+  const d = $("details", {}, $("summary", {text: title}));
+  for (const m of messages) d.append($("div", {class: "muted", text: m.role}), $("pre", {text: m.text}));
   return d;
 }
 
+function callView(call) {
+  if (!call) return $("span", {class: "muted", text: "(not in the trace)"});
+  const shared = call.shared ? `, after the shared prompt's ${call.shared} message(s)` : "";
+  if (!call.messages.length) return $("span", {class: "muted", text: `prompt: the shared prompt (${call.outcome})`});
+  return messagesView(`prompt (${call.purpose}, round ${call.step ?? "–"}, ${call.outcome}${shared})`, call.messages);
+}
+
 function candidatesView(cands) {
-  const t = $("table", {}, $("tr", {}, ...["#", "", "answer", "class", "score", "status"].map(x => $("th", {text: x}))));
+  const t = $("table", {}, $("tr", {}, ...["#", "", "answer", "class", "score", "why"].map(x => $("th", {text: x}))));
   for (const c of cands) {
     const row = $("tr", {class: c.chosen ? "chosen" : ""}, $("td", {text: c.index}), $("td", {}, verdict(c.correct)),
       $("td", {text: c.answer === null ? "(none)" : c.answer.slice(0, 120)}), $("td", {text: fmt(c.class, 0)}), $("td", {text: fmt(c.score, 2)}),
-      $("td", {text: c.error ? `error: ${c.error}` : (c.status ?? "")}));
+      $("td", {class: "why", text: c.why ?? (c.error ? `error: ${c.error}` : (c.status ?? ""))}));
     const more = $("tr", {}, $("td", {colspan: 6}, $("details", {}, $("summary", {text: "text"}), $("pre", {text: c.text})), callView(c.call)));
     t.append(row, more);
   }
   return t;
+}
+
+function timelineView(rounds) {
+  const box = $("div", {class: "timeline"});
+  for (const r of rounds) {
+    const mark = r.correct === null || r.correct === undefined ? "" : (r.correct ? " ✓" : " ✗");
+    const step = $("div", {class: "step"}, $("div", {class: "muted", text: `round ${r.round}`}),
+      $("div", {class: r.correct === null ? "picked" : (r.correct ? "picked ok" : "picked bad"), text: `${r.selected ?? "(none)"}${mark}`}));
+    const chips = $("div");
+    for (const c of r.candidates) chips.append($("span", {class: c.answer !== null && c.answer === r.selected ? "chip same" : "chip", title: c.strategy ?? "", text: c.answer ?? "–"}));
+    step.append(chips, $("div", {class: "muted", text: `${r.knowledge_after.length} lesson(s)${r.covered ? " · covered" : ""}`}));
+    box.append(step);
+  }
+  return box;
 }
 
 function roundsView(rounds) {
@@ -128,11 +185,15 @@ async function show() {
   if (!params.has("problem")) { pane.replaceChildren($("p", {class: "muted", text: "pick a problem"})); return; }
   const r = Number(params.get("run") || 0), pid = params.get("problem");
   const d = await detailOf(r, pid);
-  pane.replaceChildren($("h2", {text: `${pid} `}, verdict(d.correct)), $("div", {text: `status ${d.status} · prediction ${String(d.prediction ?? "(none)").slice(0, 200)}`}));
+  pane.replaceChildren($("h2", {text: `${pid} `}, verdict(d.correct)));
+  if (d.statement) pane.append($("h3", {text: "problem"}), statementView(d.statement));
+  pane.append($("h3", {text: "graded against"}), gradeView(d), $("div", {text: `prediction ${String(d.prediction ?? "(none)").slice(0, 200)}`}));
   if (d.selection) pane.append($("div", {class: "muted", text: `selection: ${d.selection.rule}${d.selection.tie ? " (tie)" : ""}`}));
-  if (d.rounds.length) pane.append($("h3", {text: "rounds"}), roundsView(d.rounds));
+  if (d.rounds.length) pane.append($("h3", {text: "timeline"}), timelineView(d.rounds), $("h3", {text: "rounds"}), roundsView(d.rounds));
   if (d.matrix && d.matrix.rows.length) pane.append($("h3", {text: "execution verdicts"}), matrixView(d.matrix));
   if (d.ttrl) pane.append($("h3", {text: "TTRL votes"}), votesView(d.ttrl));
+  if (d.classes.length) pane.append($("h3", {text: `answer classes (${d.classes.length})`}), classesView(d.classes));
+  if (d.shared_prompt.length) pane.append($("h3", {text: "prompt"}), messagesView(`the prompt every candidate shared (${d.shared_prompt.length} message(s))`, d.shared_prompt));
   pane.append($("h3", {text: `candidates (${d.candidates.length})`}), candidatesView(d.candidates));
   document.body.dataset.shown = pid;
 }
