@@ -3,6 +3,7 @@ shows a problem's rounds, served from 127.0.0.1 or as one static file; a model's
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -64,6 +65,7 @@ def test_the_static_page_shows_a_problems_rounds_without_errors(trt_run: Path, t
     assert 'data-ready="1"' in page and 'data-shown="arith-d2-1"' in page
     assert errors_in(page).strip() == ""
     assert "round 1: selected" in page and "round 2: selected" in page and "strategies for the next round" in page
+    assert 'class="timeline"' in page and "What is" in page and "not equivalent to the reference" in page
 
 
 @needs_chromium
@@ -105,16 +107,52 @@ def test_a_code_run_shows_the_execution_verdict_matrix(
     assert testtime_cli("view", str(out), "--html", str(page_file)).returncode == 0
     page = dom(f"{page_file.as_uri()}#run=0&problem={pid}")
     assert "execution verdicts" in page and "public 1" in page and errors_in(page).strip() == ""
+    assert "hidden tests</td>" in page and ("fails a hidden test" in page or "passes all" in page)
 
 
 def test_export_writes_an_inspect_log_that_inspect_reads_back(trt_run: Path, tmp_path: Path, testtime_cli: Cli) -> None:
+    """Every call of a TRT run is a model event inside its round's span, the rounds and the selection are info
+    events, the grade a score event against the reference; inspect's own reader and dataframes see them."""
     log_module = pytest.importorskip("inspect_ai.log")
+    analysis = pytest.importorskip("inspect_ai.analysis")
     out = tmp_path / "trt.eval"
     done = testtime_cli("export", str(trt_run), "--format", "inspect", "--out", str(out))
     assert done.returncode == 0, done.stderr
     log = log_module.read_eval_log(str(out))
     assert log.status == "success" and log.eval.task == "testtime/trt/arith" and len(log.samples) == 3
+    assert log.eval.solver == "trt" and log.eval.task_args["digits"] == 2
+    assert log.eval.model_generate_config.temperature == pytest.approx(0.6)  # TRT's solver sampling
     sample = next(s for s in log.samples if s.id == "arith-d2-1")
-    assert sample.scores["testtime"].value in ("C", "I") and "What is" in str(sample.input)
+    assert sample.target == "147" and "What is" in str(sample.input)  # the reference, once graded
+    assert sample.scores["testtime"].value in ("C", "I") and "reference 147" in sample.scores["testtime"].explanation
+    traced = [line for line in (trt_run / "trace.jsonl").read_text().splitlines() if '"arith-d2-1"' in line]
+    models = [e for e in sample.events if e.event == "model"]
+    assert len(models) == len(traced) == 7  # strategies, then 2 rounds of 2 rollouts and a reflection
+    assert {e.span_id for e in models if e.metadata["purpose"] == "solve"} == {"round 1", "round 2"}
+    assert all(e.output.usage.output_tokens > 0 and e.input for e in models)
+    infos = [e.source for e in sample.events if e.event == "info"]
+    assert infos == ["round 1", "round 2", "selection"] and sample.events[-1].event == "score"
+    assert sample.model_usage["fake:echo"].total_tokens == sum(e.output.usage.total_tokens for e in models)
+    assert sample.total_time is not None and sample.working_time is not None
     assert [r["round"] for r in sample.metadata["rounds"]] == [1, 2]
     assert log.results.scores[0].metrics["accuracy"].value == pytest.approx(0.0)
+    samples = analysis.samples_df(str(out))
+    assert sorted(samples["target"]) == ["121", "147", "157"] and samples["total_time"].notna().all()
+    events = analysis.events_df(str(out))
+    assert (events["event"] == "model").sum() == 21
+
+
+def test_an_unlabelled_runs_inspect_log_has_no_target_and_no_score(tmp_path: Path, testtime_cli: Cli) -> None:
+    pytest.importorskip("inspect_ai.log")
+    from inspect_ai.log import read_eval_log
+
+    data = tmp_path / "mine.jsonl"
+    data.write_text('{"id": "a", "problem": "What is 2+2?"}\n')
+    out = tmp_path / "run"
+    done = testtime_cli("run", "--method", "majority", "--bench", str(data), "--n", "3", "--quiet",
+                        "--model", "fake:const:\\boxed{4}", "--out", str(out))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert testtime_cli("export", str(out), "--format", "inspect", "--out", str(tmp_path / "u.eval")).returncode == 0
+    [sample] = read_eval_log(str(tmp_path / "u.eval")).samples
+    assert sample.target == "" and sample.scores == {} and sample.metadata["votes"] == {"4": 3}
+    assert "score" not in {e.event for e in sample.events} and str(sample.input).count("What is 2+2?") >= 1

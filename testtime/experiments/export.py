@@ -1,36 +1,32 @@
 """`testtime export RUN --format inspect --out FILE`: a run as an inspect_ai eval log, so `inspect view` opens it.
 
 One sample per problem: its input is the prompt that produced the chosen candidate (from the run's trace),
-its output and last message that candidate's text, its score this project's grade (C or I, with the graded
-answer and status), and its metadata the selection, every candidate's answer and class, and TRT/RSA rounds.
-The target is left empty: references stay sealed in the benchmark and never enter a run directory.
+its target what it was graded against (empty only when unlabelled), its output and last message the chosen
+candidate's text, its score this project's grade (C or I, with the graded answer and why), its events every
+call, round and the selection (`inspect_events.py`), its metadata the votes and rounds. The task's generate
+config is the solver calls' sampling; task and solver args the benchmark's and method's effective options.
 Needs the optional extra: `pip install 'testtime[inspect]'`.
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from collections import Counter
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 from testtime.core.errors import UserError
+from testtime.core.results import ResultRecord
+from testtime.experiments.inspect_events import calls_by_problem, generate_config, latencies, messages, sample_events
+from testtime.experiments.viewer import explain
 from testtime.experiments.viewer.data import LoadedRun, load_run
 
 FORMATS = ("inspect",)
 
 
-def _messages(run: LoadedRun, call: str | None, fallback: str) -> list[Any]:
-    from inspect_ai.model import ChatMessageAssistant, ChatMessageSystem, ChatMessageUser
-
-    line = run.calls.get(call or "")
-    if line is None:
-        return [ChatMessageUser(content=fallback)]
-    kinds = {"system": ChatMessageSystem, "user": ChatMessageUser, "assistant": ChatMessageAssistant}
-    return [kinds[role](content=run.blobs.get(blob, "")) for role, blob in line.messages]
-
-
 def eval_log(run: LoadedRun) -> Any:
     try:
+        from inspect_ai.event import ScoreEvent
         from inspect_ai.log import (
             EvalConfig,
             EvalDataset,
@@ -46,39 +42,51 @@ def eval_log(run: LoadedRun) -> Any:
         from inspect_ai.scorer import Score
     except ImportError:
         raise UserError("exporting to inspect needs inspect_ai: pip install 'testtime[inspect]'") from None
-    settings, summary = run.manifest.run, run.summary
-    model = settings.model
+    manifest, summary = run.manifest, run.summary
+    settings, model = manifest.run, manifest.run.model
+    sampling = manifest.effective.sampling if manifest.effective else {}
+    calls, timing = calls_by_problem(run), latencies(run.ledger)
     samples = []
     for pid, record in run.records.items():
         chosen = next((c for c in record.candidates if record.selection and c.index == record.selection.index), None)
         chosen = chosen or (record.candidates[0] if record.candidates else None)
-        prompt = _messages(run, chosen.call if chosen else None, pid)
+        statement = run.problems[pid].statement if pid in run.problems else pid
+        prompt = messages(run, run.calls.get(chosen.call or "") if chosen else None, statement)
         text = chosen.text if chosen else ""
+        events, times = sample_events(run, record, calls.get(pid, []), timing)
+        target = target_of(record, run.domain(record))
+        score = None
+        if record.correct is not None:  # unlabelled: nothing was graded
+            score = Score(
+                value="C" if record.correct else "I",
+                answer=record.graded_answer,
+                explanation=explain.why_prediction(record, run.domain(record)),
+                metadata={"status": record.status},
+            )
+            events.append(ScoreEvent(score=score, target=target, scorer="testtime"))
         samples.append(
             EvalSample(
                 id=pid,
                 epoch=1,
                 input=prompt,
-                target="",
+                target=target or "",
                 messages=[*prompt, ChatMessageAssistant(content=text)],
                 output=ModelOutput.from_content(model=model, content=text),
-                scores={}
-                if record.correct is None  # unlabelled: nothing was graded
-                else {
-                    "testtime": Score(
-                        value="C" if record.correct else "I", answer=record.graded_answer, explanation=record.status
-                    )
-                },
+                scores={"testtime": score} if score else {},
                 metadata={
                     "prediction": record.prediction,
+                    "status": record.status,
                     "selection": record.selection.model_dump(mode="json") if record.selection else None,
                     "candidates": [{"index": c.index, "answer": c.answer, "error": c.error} for c in record.candidates],
+                    "votes": dict(Counter(c.answer for c in record.candidates if c.answer is not None)),
                     "rounds": [{"round": r.round, "selected": r.selected_answer} for r in record.rounds],
                 },
+                events=events,
+                **times,
             )
         )
     ledger = summary.ledger if summary else None
-    created = run.manifest.created or datetime.now(timezone.utc).isoformat()
+    created = manifest.created or datetime.now(timezone.utc).isoformat()
     metrics = {}
     if summary is not None and summary.accuracy is not None:  # nothing measured: no metric, never a 0
         metrics["accuracy"] = EvalMetric(name="accuracy", value=float(summary.accuracy.mean))
@@ -87,10 +95,15 @@ def eval_log(run: LoadedRun) -> Any:
         eval=EvalSpec(
             created=created,
             task=f"testtime/{settings.method}/{settings.bench}",
+            task_args={"bench": settings.bench, **manifest.benchmark},
+            solver=settings.method,
+            solver_args=manifest.method,
             dataset=EvalDataset(name=settings.bench, samples=len(samples)),
             model=model,
-            config=EvalConfig(),
-            metadata={"testtime_config": run.manifest.model_dump(mode="json")},
+            model_generate_config=generate_config(sampling.get("solve") or next(iter(sampling.values()), None)),
+            model_base_url=", ".join(settings.api_base) or None,
+            config=EvalConfig(limit=settings.limit, epochs=1),
+            metadata={"testtime_config": manifest.model_dump(mode="json")},
         ),
         results=EvalResults(
             total_samples=len(samples),
@@ -99,7 +112,7 @@ def eval_log(run: LoadedRun) -> Any:
         ),
         stats=EvalStats(
             started_at=created,
-            completed_at=created,
+            completed_at=_completed(created, summary.wall_s if summary else None),
             model_usage={
                 model: ModelUsage(
                     input_tokens=ledger.prompt_tokens if ledger else 0,
@@ -110,6 +123,24 @@ def eval_log(run: LoadedRun) -> Any:
         ),
         samples=samples,
     )
+
+
+def target_of(record: ResultRecord, domain: str) -> str | None:
+    """The sample's target: the reference answer, or what a program had to pass; None when unlabelled."""
+    if record.correct is None:
+        return None
+    if domain == "code":
+        return f"a program that passes {explain.reference(record, domain)}"
+    return record.reference
+
+
+def _completed(created: str, wall_s: float | None) -> str:
+    if wall_s is None:
+        return created
+    try:
+        return (datetime.fromisoformat(created) + timedelta(seconds=wall_s)).isoformat()
+    except ValueError:
+        return created
 
 
 def export(path: Path, out: Path, fmt: str = "inspect") -> Path:
