@@ -147,6 +147,7 @@ def test_grade_json_for_predictions_from_any_system(tmp_path: Path, shared_data:
         (["run", "--n", "0"], "--n: Input should be greater than or equal to 1"),
         (["run", "--resume", "/does/not/exist"], "not a run directory"),
         (["grade", "--bench", "arith", "--predictions", "/does/not/exist.jsonl"], "cannot read"),
+        (["run", "--method", "trt", "-T", "digits=3"], "give 'digits=3' as --bench-opt digits=3"),  # inspect's -T
     ],
 )
 def test_bad_input_is_one_clear_line_and_a_nonzero_exit(args: list[str], message: str) -> None:
@@ -237,3 +238,17 @@ def test_progress_counts_calls_and_rounds_against_what_is_planned() -> None:
     bar.stop()
     calls, rounds = bar.progress.tasks[1], bar.progress.tasks[2]
     assert (calls.completed, calls.total, rounds.completed, rounds.total) == (7, 26, 1, 4)
+
+
+def test_a_local_model_says_it_is_loading_before_the_first_answer(tmp_path: Path) -> None:
+    """The embedded model takes seconds (its first conversion ~30 s) before any call lands: the terminal
+    says so on a line of its own, rather than sitting at 0/N."""
+    pytest.importorskip("torch")
+    from testtime.cli.display import console, show_model_notices
+    from testtime.core.errors import UserError
+    from testtime.models.hf import HFModel
+
+    show_model_notices()
+    with console.capture() as captured, pytest.raises(UserError, match="cannot load hf model"):
+        HFModel(str(tmp_path / "no-such-model"), name="hf:mine").load()
+    assert f"loading model hf:mine from {tmp_path / 'no-such-model'}" in captured.get()

@@ -177,3 +177,22 @@ def test_ablate_points_use_wilson_for_accuracy_like_every_other_view(grid: tuple
     for point in trt:
         low, high = wilson_ci(round(point.accuracy * point.problems), point.problems)
         assert (point.ci_low, point.ci_high) == pytest.approx((low, high))
+
+
+def test_a_plot_legend_sits_beside_the_axes_not_over_the_points(tmp_path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from testtime.experiments.curves import outside_legend
+
+    figure, ax = plt.subplots()
+    for series in ("majority", "trt", "rsa"):
+        ax.plot([1, 2, 4, 8], [0.2, 0.5, 0.9, 1.0], marker="o", label=series)  # points up to the top right
+    legend = outside_legend(ax)
+    figure.savefig(tmp_path / "plot.png", bbox_inches="tight")
+    renderer = figure.canvas.get_renderer()
+    box, axes = legend.get_window_extent(renderer), ax.get_window_extent(renderer)
+    assert box.x0 >= axes.x1 and not box.overlaps(axes)
+    plt.close(figure)

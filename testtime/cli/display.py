@@ -4,6 +4,7 @@ reader must not miss. Metric names are the summary's own (`accuracy`, `pass@1`, 
 
 from __future__ import annotations
 
+import logging
 import sys
 from statistics import mean
 
@@ -34,6 +35,20 @@ console = Console(stderr=True)  # progress and status
 results_console = Console(width=None if sys.stdout.isatty() else 200)
 
 
+class _ConsoleLines(logging.Handler):
+    """The models' notices (a local model loading its weights) as dim lines above the progress bars."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        console.print(f"[dim]{escape(record.getMessage())}[/dim]", soft_wrap=True)
+
+
+def show_model_notices() -> None:
+    logger = logging.getLogger("testtime.models")
+    if not any(isinstance(h, _ConsoleLines) for h in logger.handlers):
+        logger.addHandler(_ConsoleLines())
+        logger.setLevel(logging.INFO)
+
+
 class RunProgress:
     """A `RunObserver` drawn with rich: the problem bar, and for multi-call methods the calls and rounds bars
     (a TRT problem finishes only after all its rounds, so the problem bar alone would sit still)."""
@@ -55,6 +70,8 @@ class RunProgress:
         self.calls: TaskID | None = None
         self.rounds: TaskID | None = None
         self.calls_at_start = 0
+        if enabled:
+            show_model_notices()
 
     def start(self, plan: ProgressPlan) -> None:
         self.plan = plan

@@ -78,6 +78,7 @@ def run_options(
     from testtime.methods import METHODS, load_methods
 
     load_methods()
+    _no_inspect_task_args(flags)
     chosen = METHODS.get(method)
     others = {name: METHODS.get(name).Options for name in METHODS.names() if name != method}  # type: ignore[attr-defined]
     owners = {f"--method {method}": chosen.Options}  # type: ignore[attr-defined]
@@ -93,6 +94,17 @@ def run_options(
         if selector_pairs:
             options["selector_options"] = parse_options(selector_pairs, "--selector-opt")
     return options, parsed.get(f"--bench {bench}", {})
+
+
+def _no_inspect_task_args(flags: list[str]) -> None:
+    """`-T key=value` is how inspect passes task arguments; here -T is TRT's rounds. Say so, not "not an integer"."""
+    for i, flag in enumerate(flags):
+        value = flags[i + 1] if flag == "-T" and i + 1 < len(flags) else flag[2:] if flag.startswith("-T") else ""
+        if "=" in value:
+            raise UserError(
+                f"-T is TRT's rounds here (a number), not inspect's task arguments: give '{value}' as "
+                f"--bench-opt {value} (a benchmark's option) or --method-opt {value} (a method's)"
+            )
 
 
 def bench_flags(bench: str, args: list[str]) -> dict[str, Any]:

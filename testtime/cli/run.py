@@ -64,6 +64,7 @@ def run_command(
         console,
         print_warnings,
         results_console,
+        show_model_notices,
         summary_table,
     )
     from testtime.cli.flags import run_options
@@ -74,6 +75,8 @@ def run_command(
 
     if resume and replay:
         raise UserError("use either --resume or --replay, not both")
+    if not flags.quiet:
+        show_model_notices()  # the embedded model converts once (building the run) and loads on first use
     if resume:
         changes = {k: getattr(flags, k) for k in ("max_cost", "max_tokens_total", "api_key_env")}
         if flags.api_base:

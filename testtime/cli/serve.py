@@ -64,7 +64,7 @@ def serve_command(
     the model name (majority-8/MODEL, trt-4x2/MODEL, rsa-8x3/MODEL, single/MODEL) or a body field
     {"testtime": {"method", "options", "n", "domain"}}. Everything goes to a run directory (`testtime view`).
     """
-    from testtime.cli.display import console
+    from testtime.cli.display import console, show_model_notices
     from testtime.cli.flags import run_options
     from testtime.serve import serve
     from testtime.serve.session import ServedRecord
@@ -88,6 +88,8 @@ def serve_command(
             f"{record.prompt_tokens + record.completion_tokens} tokens {cost} {record.latency_s:.2f}s {outcome}\n"
         )
 
+    if not flags.quiet:
+        show_model_notices()  # a local model loads on the first request
     summary, summary_path = serve(
         settings,
         out,

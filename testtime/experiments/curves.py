@@ -106,7 +106,7 @@ def plot(points: list[Point], out: Path, title: str) -> list[Path]:
 
     written = []
     for axis, label in (("rollouts", "solver rollouts per problem"), ("tokens", "tokens per problem")):
-        figure, ax = plt.subplots(figsize=(7, 4.5))
+        figure, ax = plt.subplots(figsize=(8.5, 4.5))
         names = list(dict.fromkeys(p.series for p in points))
         for i, series in enumerate(names):
             mine = sorted((p for p in points if p.series == series), key=lambda p: getattr(p, axis))
@@ -122,10 +122,14 @@ def plot(points: list[Point], out: Path, title: str) -> list[Path]:
         ax.set_ylim(-0.02, 1.02)  # one scale for every plot, so plots compare at a glance
         ax.set_title(title)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        outside_legend(ax)
         path = out / f"accuracy_vs_{axis}.png"
-        figure.tight_layout()
-        figure.savefig(path, dpi=120)
+        figure.savefig(path, dpi=120, bbox_inches="tight")
         plt.close(figure)
         written.append(path)
     return written
+
+
+def outside_legend(ax: Any) -> Any:
+    """The legend right of the axes, never over a point (save with `bbox_inches="tight"` to keep it)."""
+    return ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, frameon=False)

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict
 from testtime.core.errors import UserError
 from testtime.evaluation.metrics import Interval, maj_at_k, mean_ci, paired_difference_ci
 from testtime.evaluation.summary import RunSummary
+from testtime.experiments.curves import outside_legend
 from testtime.experiments.viewer.data import LoadedRun, load_run
 
 # What decides accuracy besides the method: a baseline must share all of it (and the solvers' sampling).
@@ -290,9 +291,8 @@ def plot_report(report: Report, path: Path) -> Path:
     benches = sorted({r.bench for r in rows})
     models = sorted({r.model for r in rows})
     ax.set_title(f"{', '.join(benches)} · {', '.join(models)}: each run beside majority at its tokens", fontsize=10)
-    ax.legend(fontsize=8)
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    outside_legend(ax)
+    figure.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(figure)
     return path
 

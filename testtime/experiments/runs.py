@@ -18,8 +18,8 @@ from testtime.evaluation.labelfree import confidence
 from testtime.run.directory import RunDir
 
 COLUMNS = (
-    "run", "path", "kind", "method", "bench", "model", "problem_id", "prediction", "graded_answer", "correct",
-    "status", "confidence", "samples", "calls", "tokens", "cost_usd",
+    "run", "path", "kind", "method", "bench", "model", "problem_id", "prediction", "graded_answer", "reference",
+    "correct", "status", "confidence", "samples", "calls", "tokens", "cost_usd",
 )  # fmt: skip
 
 
@@ -75,6 +75,7 @@ def run_rows(paths: Iterable[Path]) -> list[dict[str, Any]]:
                     "problem_id": record.problem_id,
                     "prediction": record.graded_answer if record.graded_answer is not None else record.prediction,
                     "graded_answer": record.graded_answer,
+                    "reference": record.reference,
                     "correct": record.correct,
                     "status": record.status,
                     "confidence": confidence(record),
@@ -97,7 +98,7 @@ def load_runs(*paths: str | os.PathLike[str]) -> Any:
         raise UserError("load_runs needs pandas: pip install pandas") from None
     rows = run_rows(Path(p) for p in paths)
     frame = pd.DataFrame(rows, columns=list(COLUMNS))
-    for column in ("prediction", "graded_answer", "problem_id", "run"):
+    for column in ("prediction", "graded_answer", "reference", "problem_id", "run"):
         frame[column] = frame[column].astype("string")
     frame["correct"] = frame["correct"].astype("boolean")
     frame["confidence"] = frame["confidence"].astype("float64")

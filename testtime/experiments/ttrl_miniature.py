@@ -20,6 +20,7 @@ from statistics import mean
 from testtime.core.results import read_steps
 from testtime.evaluation.metrics import Interval
 from testtime.evaluation.summary import RunSummary
+from testtime.experiments.curves import outside_legend
 from testtime.models import DEFAULT_MODEL
 from testtime.run.execute import execute
 from testtime.run.lifecycle import create_or_resume
@@ -62,7 +63,7 @@ def plot_curve(out: Path, summary: RunSummary) -> Path:
         raise ValueError("the miniature's run has no TTRL summary")
     per_step = ttrl.per_step
     logged = read_steps(out / "ttrl" / "steps.jsonl")
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 7), sharex=True)
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 7), sharex=True)
     top.plot(per_step.step, _rolling(per_step.ground_truth_ratio), label="policy accuracy on the step's prompts")
     top.plot(per_step.step, _rolling(per_step.label_correct), label="pseudo-label accuracy (audit)")
     for value, style, label in (
@@ -72,16 +73,15 @@ def plot_curve(out: Path, summary: RunSummary) -> Path:
         top.axhline(value.mean, linestyle=style, color="grey", label=f"{label} ({value.mean:.3f})")
     top.set_ylabel("accuracy (5-step rolling mean)")
     top.set_ylim(0, 1)
-    top.legend(fontsize=8)
+    outside_legend(top)
     steps = [r.step for r in logged]
     bottom.plot(steps, [r.majority_ratio or 0 for r in logged], label="majority ratio (label-free)")
     bottom.plot(steps, [r.entropy or 0 for r in logged], label="token entropy (label-free)")
     bottom.set_xlabel("optimiser step")
-    bottom.legend(fontsize=8)
+    outside_legend(bottom)
     fig.suptitle("TTRL miniature: SmolLM2-135M on two-digit additions, no labels")
-    fig.tight_layout()
     path = out / "ttrl_curve.png"
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return path
 

