@@ -61,7 +61,8 @@ def test_load_runs_keeps_predictions_as_text_and_unlabelled_as_missing(folder: P
     assert maj.loc["a", "reference"] == "007" and maj.loc["b", "reference"] == "6"  # what each was graded against
     assert maj.loc["a", "confidence"] == 1.0 and maj.loc["a", "calls"] == 8
     one = frame[frame["run"] == "one"]
-    assert one["correct"].isna().all() and one["reference"].isna().all() and one["confidence"].isna().all()  # unlabelled; one sample: no evidence
+    # unlabelled; one sample: no evidence
+    assert one["correct"].isna().all() and one["reference"].isna().all() and one["confidence"].isna().all()
     grid = frame.pivot(index="problem_id", columns="run", values="prediction")
     assert grid.shape == (2, 2)
 

@@ -110,6 +110,28 @@ def test_a_code_run_shows_the_execution_verdict_matrix(
     assert "hidden tests</td>" in page and ("fails a hidden test" in page or "passes all" in page)
 
 
+@needs_chromium
+def test_a_problem_opens_with_its_statement_reference_and_why(tmp_path: Path, testtime_cli: Cli) -> None:
+    """A user's file whose statement has math and markup: the math is rendered as MathML, the markup shown as
+    text; the reference and each candidate's verdict explained; the answer classes and the shared prompt once."""
+    hostile = "<img src=x onerror=\"document.body.dataset.pwned='1'\">"
+    data = tmp_path / "mine.jsonl"
+    data.write_text(json.dumps({"id": "q1", "problem": f"Find $\\frac{{1}}{{2}} + x$ {hostile}", "answer": "1/2"}))
+    out = tmp_path / "run"
+    done = testtime_cli("run", "--method", "majority", "--bench", str(data), "--n", "3", "--quiet",
+                        "--model", "fake:const:so \\boxed{0.5}", "--out", str(out))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    page_file = tmp_path / "view.html"
+    assert testtime_cli("view", str(out), "--html", str(page_file)).returncode == 0
+    page = dom(f"{page_file.as_uri()}#run=0&problem=q1")
+    assert 'data-shown="q1"' in page and errors_in(page).strip() == "" and "data-pwned" not in page
+    statement = page[page.index('class="statement-text"') :]
+    assert "<mfrac>" in statement[: statement.index("</div>")] and "&lt;img src=x" in statement
+    assert "graded against" in page and "0.5 is equivalent to the reference 1/2" in page
+    assert "answer classes (1)" in page and "the prompt every candidate shared (" in page
+    assert "prompt: the shared prompt" in page  # each candidate's own prompt is not repeated
+
+
 def test_export_writes_an_inspect_log_that_inspect_reads_back(trt_run: Path, tmp_path: Path, testtime_cli: Cli) -> None:
     """Every call of a TRT run is a model event inside its round's span, the rounds and the selection are info
     events, the grade a score event against the reference; inspect's own reader and dataframes see them."""
