@@ -169,3 +169,48 @@ def test_nothing_below_the_scorer_opens_graded_results(package: str) -> None:
     for path in (PACKAGE / package).rglob("*.py"):
         text = path.read_text()
         assert "results.jsonl" not in text and "read_results" not in text, path
+
+
+def test_the_label_channel_opens_only_for_a_method_that_asks() -> None:
+    """Every registered method with its defaults is label-free (the runner opens no channel); TTRL with
+    reward=oracle asks, and what it gets grades as the benchmark does — a function, never a Reference."""
+    from testtime.methods import METHODS, load_methods
+    from testtime.run.build import build_parts, label_oracle
+    from testtime.run.settings import RunSettings
+
+    load_methods()
+    for name in METHODS.names():
+        model = "hf:smollm2-135m" if name == "ttrl" else "fake:"
+        parts = build_parts(RunSettings(method=name, bench="arith", model=model, limit=2))
+        assert not parts.method.uses_labels() and label_oracle(parts) is None, name
+    oracle_run = RunSettings(
+        method="ttrl", bench="arith", model="hf:smollm2-135m", limit=2, method_options={"reward": "oracle"}
+    )
+    parts = build_parts(oracle_run)
+    oracle = label_oracle(parts)
+    assert parts.method.uses_labels() and oracle is not None
+    problem = parts.problems[0]
+    truth = parts.references[problem.id].answer
+    assert oracle.correct(problem.id, truth) and not oracle.correct(problem.id, f"{truth}1")
+    assert not oracle.correct(problem.id, None)
+    assert parts.effective(oracle_run).uses_labels
+
+
+def test_only_the_oracle_reward_and_the_runner_touch_the_label_channel() -> None:
+    """The channel's name appears where it is opened (run/), carried (the method context, TTRL's trainer
+    and reward step) and read (the oracle reward); nowhere else in the package."""
+    touching = {
+        str(path.relative_to(PACKAGE))
+        for path in PACKAGE.rglob("*.py")
+        if "LabelOracle" in path.read_text() or "oracle=" in path.read_text()
+    }
+    assert touching == {
+        "core/oracle.py",
+        "run/build.py",
+        "run/execute.py",
+        "methods/__init__.py",
+        "methods/ttrl/__init__.py",
+        "methods/ttrl/trl_backend.py",
+        "methods/ttrl/reward.py",
+        "methods/ttrl/rewards.py",
+    }

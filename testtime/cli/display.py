@@ -117,6 +117,8 @@ def summary_table(summary: RunSummary, title: str) -> Table:
     table.add_column("metric", style="bold")
     table.add_column("value")
     table.add_row("problems", str(summary.problems))
+    if summary.uses_labels:
+        table.add_row("uses labels", "[red]yes: trained on the true labels (oracle reward), an upper bound[/red]")
     if summary.unlabelled:
         table.add_row(
             "labelled / unlabelled", f"{summary.labelled} / {summary.unlabelled} (accuracy over the labelled)"

@@ -128,7 +128,7 @@ def report_command(
         cost = f"${row.cost_usd:.4f}" if row.cost_usd is not None else f"≥ ${row.known_cost_usd:.4f} (unknown prices)"
         table.add_row(
             Path(row.run).name,
-            row.method,
+            f"{row.method} (uses labels)" if row.uses_labels else row.method,
             f"{acc.mean:.3f} [{acc.ci_low:.3f}, {acc.ci_high:.3f}]" if acc else "not measured",
             *shown,
             str(row.calls),

@@ -1,5 +1,6 @@
 """`testtime ttrl verl` (prepare, check and launch a TTRL run on verl: a GPU cluster, the paper's 8×A100),
-`testtime ttrl controls` (TTRL beside signal-free rewards) and `testtime ttrl miniature` (the CPU proof)."""
+`testtime ttrl compare` (TTRL with each reward, beside the controls and the oracle; `controls` is its older
+name for the controls alone) and `testtime ttrl miniature` (the CPU proof)."""
 
 from __future__ import annotations
 
@@ -136,6 +137,31 @@ def write_evaluation_script(out: Path, settings: RunSettings) -> Path:
     return script
 
 
+@ttrl_app.command("compare")
+@run_settings(exclude=("n", "temperature", "top_p", "max_tokens"), defaults={"concurrency": 64})
+def compare_command(
+    out: Annotated[Path, Opt(help="folder for one sub-run per reward (resumable: run again to continue)")] = Path(
+        "runs/ttrl-compare"
+    ),
+    rewards: Annotated[
+        str, Opt(help="comma-separated rewards (testtime list shows them); majority is required")
+    ] = "majority,novelty,random,format,oracle",
+    preset: Annotated[str, Opt(help="ttrl preset: cpu (the miniature) | paper")] = "cpu",
+    steps: Annotated[int | None, Opt(help="rollout steps (default: the preset's)")] = None,
+    method_opt: Annotated[list[str] | None, Opt("--method-opt", help="TTRL setting KEY=VALUE, for every run")] = None,
+    *,
+    flags: SharedFlags,
+) -> None:
+    """Train TTRL with each reward at identical settings: each gain, TTRL − it, it − the controls, its share of
+    the oracle's gain, and its health.
+
+    Rewards: majority (TTRL), novelty (majority + diversity), random and format (signal-free controls), oracle
+    (the true labels: TTRL's "RL (leakage)" upper bound, marked as using labels everywhere). Defaults reproduce
+    the CPU miniature (arith, 32 problems, embedded model, --preset cpu) per reward.
+    """
+    _compare(out, rewards, preset, steps, method_opt, flags)
+
+
 @ttrl_app.command("controls")
 @run_settings(exclude=("n", "temperature", "top_p", "max_tokens"), defaults={"concurrency": 64})
 def controls_command(
@@ -151,19 +177,20 @@ def controls_command(
     *,
     flags: SharedFlags,
 ) -> None:
-    """Train TTRL and control rewards (random, format) at identical settings; print each gain and TTRL − control.
+    """`ttrl compare` with the controls alone (majority, random, format); kept for scripts that call it."""
+    _compare(out, rewards, preset, steps, method_opt, flags)
 
-    A gain means little until it stands beside what a signal-free reward gives the same model at the same steps
-    and tokens (Spurious Rewards: random +21.4, format +13.8, majority +27.1 points on Qwen2.5-Math-7B).
-    Defaults reproduce the CPU miniature (arith, 32 problems, embedded model, --preset cpu) per reward.
-    """
+
+def _compare(
+    out: Path, rewards: str, preset: str, steps: int | None, method_opt: list[str] | None, flags: SharedFlags
+) -> None:
     from testtime.cli.display import RunProgress, console
     from testtime.core.options import parse_options
-    from testtime.experiments.ttrl_controls import compare, report_lines, run_controls
+    from testtime.experiments.ttrl_compare import compare, report_lines, run_rewards
 
     options = parse_options(method_opt or [], "--method-opt")
     if "reward" in options:
-        raise UserError("controls set the reward themselves: choose them with --rewards")
+        raise UserError("compare sets the reward itself: choose them with --rewards")
     options["preset"] = preset
     if steps is not None:
         options["steps"] = str(steps)
@@ -172,7 +199,7 @@ def controls_command(
         bench_options = {"digits": "2", "size": "32"}  # the miniature's problems
     base = flags.settings("ttrl", options, bench_options=bench_options)
     chosen = [r.strip() for r in rewards.split(",") if r.strip()]
-    run_controls(base, out, chosen, observe=lambda: RunProgress(flags.progress), log=console.print)
+    run_rewards(base, out, chosen, observe=lambda: RunProgress(flags.progress), log=console.print)
     typer.echo("\n".join(report_lines(compare(out, chosen, flags.seed))))
 
 

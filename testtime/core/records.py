@@ -122,6 +122,15 @@ def usage_from(raw: object) -> Usage:
 FinishReason = Literal["stop", "length", "error", "timeout"]
 
 
+class TokenStats(Record):
+    """A sample's tokens under the model that wrote it, averaged over its tokens (`models/confidence.py`)."""
+
+    tokens: int
+    logprob_mean: float | None = None  # the chosen tokens' log-probability
+    entropy_mean: float | None = None  # the distribution's entropy
+    self_certainty: float | None = None  # KL(uniform ‖ p), as Intuitor
+
+
 class Completion(Record):
     """One sample. A failed call is a Completion with `error` set, never a fake answer (invariant 6)."""
 

@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationError
 
-from testtime.core.records import Candidate, Record
+from testtime.core.records import Candidate, Record, TokenStats
 from testtime.core.selection import Selection
 
 
@@ -87,6 +87,8 @@ class TTRLVote(Record):
     votes: tuple[str | None, ...] = Field(default=(), exclude=True)  # every voted sample's answer or program
     abstained: frozenset[int] = Field(default=frozenset(), exclude=True)  # votes that joined no class
     sandbox_seconds: float = Field(default=0.0, exclude=True)
+    texts: tuple[str, ...] = Field(default=(), exclude=True)  # the kept samples' texts (the novelty reward)
+    token_stats: tuple[TokenStats, ...] = Field(default=(), exclude=True)  # kept samples' (confidence rewards)
 
 
 class TTRLStep(Record):

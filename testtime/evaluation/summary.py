@@ -162,6 +162,7 @@ class RunSummary(SummaryRecord):
     complete: bool = True
     stopped: str | None = None  # the budget that stopped the run
     retried_problems: int = 0
+    uses_labels: bool = False  # the method trained on the labels (TTRL's oracle): an upper bound, not label-free
 
     @property
     def measured(self) -> bool:

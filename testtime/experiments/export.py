@@ -103,7 +103,10 @@ def eval_log(run: LoadedRun) -> Any:
             model_generate_config=generate_config(sampling.get("solve") or next(iter(sampling.values()), None)),
             model_base_url=", ".join(settings.api_base) or None,
             config=EvalConfig(limit=settings.limit, epochs=1),
-            metadata={"testtime_config": manifest.model_dump(mode="json")},
+            metadata={
+                "testtime_config": manifest.model_dump(mode="json"),
+                "uses_labels": run.uses_labels,
+            },
         ),
         results=EvalResults(
             total_samples=len(samples),

@@ -74,6 +74,7 @@ class ReportRow(BaseModel):
     train_tokens: int
     train_flops: float | None
     complete: bool
+    uses_labels: bool = False  # trained on the labels (TTRL's oracle): an upper bound, never paired as label-free
     majority_same_rollouts: Baseline | None  # None for a majority run itself
     majority_same_tokens: Baseline | None
     provenance: list[dict[str, Any]]
@@ -249,6 +250,7 @@ def build_report(paths: list[Path]) -> Report:
                 train_tokens=ledger.train_tokens,
                 train_flops=ledger.train_flops,
                 complete=summary.complete,
+                uses_labels=summary.uses_labels,
                 **_baseline_fields(run, majorities),
                 provenance=_provenance(run.loaded),
             )
@@ -259,6 +261,12 @@ def build_report(paths: list[Path]) -> Report:
 def _baseline_fields(run: Finished, majorities: list[Finished]) -> dict[str, Baseline | None]:
     if run.loaded.manifest.run.method == "majority":
         return {"majority_same_rollouts": None, "majority_same_tokens": None}
+    if run.summary.uses_labels:  # an upper bound: beside a label-free baseline it would read as a method's gain
+        why = "uses labels (oracle reward): an upper bound, not compared as a label-free method"
+        return {
+            "majority_same_rollouts": Baseline(budget="solver rollouts", none=why),
+            "majority_same_tokens": Baseline(budget="tokens", none=why),
+        }
     rollouts, tokens = _baselines(run, majorities)
     return {"majority_same_rollouts": rollouts, "majority_same_tokens": tokens}
 

@@ -18,8 +18,8 @@ from testtime.evaluation.labelfree import confidence
 from testtime.run.directory import RunDir
 
 COLUMNS = (
-    "run", "path", "kind", "method", "bench", "model", "problem_id", "prediction", "graded_answer", "reference",
-    "correct", "status", "confidence", "samples", "calls", "tokens", "cost_usd",
+    "run", "path", "kind", "method", "uses_labels", "bench", "model", "problem_id", "prediction", "graded_answer",
+    "reference", "correct", "status", "confidence", "samples", "calls", "tokens", "cost_usd",
 )  # fmt: skip
 
 
@@ -70,6 +70,7 @@ def run_rows(paths: Iterable[Path]) -> list[dict[str, Any]]:
                     "path": str(path),
                     "kind": manifest.kind,
                     "method": manifest.run.method,
+                    "uses_labels": bool(manifest.effective and manifest.effective.uses_labels),
                     "bench": manifest.run.bench,
                     "model": manifest.run.model,
                     "problem_id": record.problem_id,

@@ -29,6 +29,7 @@ from testtime.core.checkpoint import RoundCheckpoints
 from testtime.core.errors import RunStopped, UserError
 from testtime.core.ledger import CallPurpose
 from testtime.core.options import Options, flag
+from testtime.core.oracle import LabelOracle
 from testtime.core.programs import extract_program
 from testtime.core.records import Candidate, Completion, Message, Problem, SamplingParams
 from testtime.core.registry import Registry
@@ -53,6 +54,7 @@ class MethodContext:
     checkpoints: RoundCheckpoints = field(default_factory=lambda: RoundCheckpoints(None))  # multi-round state
     workdir: Path | None = None  # the run directory, for methods that write artefacts (TTRL's checkpoints)
     sampling: dict[str, SamplingParams] = field(default_factory=dict)  # the method's plan, kind of call → params
+    oracle: LabelOracle | None = None  # the labels, opened by the runner only for a method that uses_labels()
 
     def sampled(self, kind: CallPurpose) -> SamplingParams:
         """What calls of this kind send: the plan's entry, else the run's base sampling."""
@@ -126,6 +128,11 @@ class Method(ABC):
 
     def check_model(self, model_spec: str) -> None:  # noqa: B027 - optional hook
         """Refuse a model this method cannot use, before the run directory exists (UserError)."""
+
+    def uses_labels(self) -> bool:
+        """Whether these options ask for the labels (TTRL's `oracle` reward): the runner then opens the one
+        channel to them (`ctx.oracle`) and every record of the run says so. Label-free: False, always."""
+        return False
 
     def prepare(self, domain: str, bench: str = "") -> None:
         """Settle what depends on the benchmark (its domain's selector; a preset's values for this benchmark)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from testtime.benchmarks import Benchmark, SealedReferences, benchmark_for
 from testtime.core.errors import UserError
 from testtime.core.model import LanguageModel
+from testtime.core.oracle import LabelOracle
 from testtime.core.records import Problem
 from testtime.methods import METHODS, Method, load_methods
 from testtime.models import resolve_model
@@ -65,7 +66,32 @@ def effective_plan(method: Method, domain: str, settings: RunSettings, problems:
         sampling=method.sampling(domain, settings.sampling(method.default_sampling)),
         problems=problems,
         planned_calls_per_problem=method.planned_calls(domain, settings.n),
+        uses_labels=method.uses_labels(),
     )
+
+
+def label_oracle(parts: RunParts) -> LabelOracle | None:
+    """The labels' one channel to a method (`core/oracle.py`): open only for a method whose options ask for
+    them; None for every other run."""
+    if not parts.method.uses_labels():
+        return None
+    benchmark, references = parts.benchmark, parts.references
+
+    def correct(problem_id: str, answer: str | None) -> bool:
+        return answer is not None and benchmark.grade(answer, references[problem_id]).correct
+
+    return LabelOracle(correct=correct)
+
+
+def check_labels_available(method: Method, benchmark: Benchmark, references: SealedReferences) -> None:
+    """A method that trains on the labels needs them, on a domain where grading is cheap and thread-safe."""
+    if not method.uses_labels():
+        return
+    if benchmark.domain == "code":
+        raise UserError("the oracle reward grades math answers; on code it is not built yet (hidden tests per sample)")
+    missing = sum(not r.labelled for r in references.values())
+    if missing:
+        raise UserError(f"the oracle reward trains on the labels, and {missing} problems here have none")
 
 
 def check_sandbox_choice(settings: RunSettings) -> None:
@@ -88,6 +114,7 @@ def build_parts(settings: RunSettings, replay: bool = False) -> RunParts:
     method.check_model(settings.model)
     method.prepare(benchmark.domain, benchmark.name)  # its selector: a bad --selector or --selector-opt fails here
     problems, references = load_problems(benchmark, settings.limit)
+    check_labels_available(method, benchmark, references)
     model = None if replay else build_model(settings)
     sandbox = None
     if benchmark.needs_sandbox:

@@ -25,6 +25,7 @@ from testtime.evaluation.scoring import score, summarize
 from testtime.evaluation.summary import RunSummary
 from testtime.evaluation.ttrl_compute import ttrl_compute
 from testtime.methods import MethodContext, PerProblem
+from testtime.run.build import label_oracle
 from testtime.run.lifecycle import OpenRun
 from testtime.run.observer import ProgressPlan, QuietObserver, RunObserver
 
@@ -86,6 +87,7 @@ def execute(run: OpenRun, observer: RunObserver | None = None, retry_errors: boo
         sandbox=parts.sandbox,
         workdir=directory.path,
         sampling=dict(effective.sampling) if effective else {},
+        oracle=label_oracle(parts),
     )
     started = time.perf_counter()
     stopped = None
@@ -134,6 +136,7 @@ def execute(run: OpenRun, observer: RunObserver | None = None, retry_errors: boo
         complete=len(records) == len(problems),
         stopped=stopped,
         retried_problems=retried,
+        uses_labels=method.uses_labels(),
         **extra,
     )
     if summary.ttrl is not None:  # on the compute frontier: the base model's majority at the same tokens

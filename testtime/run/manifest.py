@@ -32,6 +32,7 @@ class Effective(BaseModel):
     sampling: dict[str, SamplingParams] = {}  # kind of call → the parameters those calls sent (seeds derive)
     problems: int = 0  # problems loaded after --limit
     planned_calls_per_problem: int | None = None  # model calls one problem costs by construction
+    uses_labels: bool = False  # the method read labels (TTRL's oracle reward): never a label-free result
 
 
 class Resumed(BaseModel):

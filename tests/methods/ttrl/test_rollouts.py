@@ -10,6 +10,7 @@ import pytest
 from testtime.benchmarks.arith import Arith
 from testtime.methods.ttrl.reward import as_chat
 from testtime.methods.ttrl.rollouts import prompt_ids, shared_rollouts
+from testtime.models.confidence import completion_stats
 
 
 def _trainer(model, tokenizer, generation_config):
@@ -66,3 +67,11 @@ def test_trained_samples_are_what_trl_generates_and_extras_ride_along():
     text = tokenizer.decode(out["completion_ids"][0], skip_special_tokens=True)
     assert out["extra_votes"][0] == [(text, len(out["completion_ids"][0]))] * 3  # greedy: the same sample again
     assert out["extra_votes"][2] != out["extra_votes"][0]
+    assert "token_stats" not in out  # a label-free vote reward needs no forward pass
+
+    # A confidence reward: each trained row's statistics, under the policy, ride along in TRL's row order
+    scored = shared_rollouts(rows, _trainer(model, tokenizer, greedy), n_train=2, n_vote=5, confidence=True)
+    assert scored["completion_ids"] == out["completion_ids"]
+    expected = [completion_stats(model, out["prompt_ids"][r], [out["completion_ids"][r]])[0] for r in range(4)]
+    assert [s.self_certainty for s in scored["token_stats"]] == pytest.approx([s.self_certainty for s in expected])
+    assert all(s.tokens == len(c) for s, c in zip(scored["token_stats"], out["completion_ids"], strict=True))

@@ -39,6 +39,12 @@ class LoadedRun:
     reflections: dict[tuple[str, int | None], str] = field(default_factory=dict)
     problems: dict[str, Problem] = field(default_factory=dict)  # empty for a run older than problems.jsonl
 
+    @property
+    def uses_labels(self) -> bool:
+        """The method trained on the labels (TTRL's oracle reward): every reader must say so."""
+        effective = self.manifest.effective
+        return bool(self.summary and self.summary.uses_labels) or bool(effective and effective.uses_labels)
+
     def domain(self, record: ResultRecord) -> str:
         problem = self.problems.get(record.problem_id)
         if problem is not None:
@@ -103,6 +109,7 @@ def index(run: LoadedRun) -> dict[str, Any]:
         "bench": settings.bench,
         "model": settings.model,
         "method_config": run.manifest.method,
+        "uses_labels": run.uses_labels,
         "accuracy": shown.get("accuracy"),
         "pass@1": shown.get("pass@1"),
         "ledger": shown.get("ledger", {}),

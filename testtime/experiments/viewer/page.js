@@ -32,6 +32,7 @@ function curve(xs, series) {
 function runTable(run, r) {
   const box = $("div");
   box.append($("h2", {text: `${run.method} on ${run.bench} · ${run.model}`}), $("div", {class: "muted", text: run.path}));
+  if (run.uses_labels) box.append($("div", {class: "labels", text: "uses labels: trained on the true labels (oracle reward), an upper bound, not a label-free result"}));
   const facts = $("table");
   const cost = run.ledger.cost_usd === null || run.ledger.cost_usd === undefined ? "unknown" : `$${fmt(run.ledger.cost_usd, 4)}`;
   const rows = [["accuracy (95% CI)", ci(run.accuracy)], ["pass@1 (mean over the final samples)", ci(run["pass@1"])],

@@ -69,6 +69,9 @@ class TTRL(Method):
     def effective_n(self, n: int | None) -> int | None:
         return n or self.settings.eval_samples
 
+    def uses_labels(self) -> bool:
+        return self.settings.reward == "oracle"
+
     def sampling(self, domain: str, base: SamplingParams) -> dict[str, SamplingParams]:
         """Its own settings, not the run's flags: evaluation by the paper's protocol (k samples at the
         evaluation temperature and top-p, and one greedy answer), rollouts at the training temperature."""
@@ -119,6 +122,7 @@ class TTRL(Method):
             seed=ctx.seed,
             # the trainer's thread hands each step's votes back to this loop, where the sandbox and engine live
             run_async=lambda coroutine: asyncio.run_coroutine_threadsafe(coroutine, loop).result(),
+            oracle=ctx.oracle,
         )
         final = await asyncio.to_thread(train_ttrl, job)
         trained = resolve_model(f"{provider}:{final}", max_batch=ctx.engine.concurrency)

@@ -20,10 +20,11 @@ from typing import Any, TypeVar
 
 from testtime.core.jsonl import repair_tail
 from testtime.core.ledger import CallPurpose, Ledger, LedgerEntry
-from testtime.core.records import Message, Problem
+from testtime.core.oracle import LabelOracle
+from testtime.core.records import Message, Problem, TokenStats
 from testtime.core.results import TTRLStep, TTRLVote, read_steps
-from testtime.methods.ttrl.controls import TrainedReward
 from testtime.methods.ttrl.monitor import LabelHistory, vote_stats
+from testtime.methods.ttrl.rewards import TrainedReward
 from testtime.methods.ttrl.settings import TTRLSettings
 from testtime.methods.ttrl.vote import keep, vote
 from testtime.selectors import SelectionContext, Selector
@@ -87,6 +88,7 @@ class VoteReward:
         history: LabelHistory | None = None,
         seed: int = 0,
         run_async: RunAsync[Any] = asyncio.run,
+        oracle: LabelOracle | None = None,
     ) -> None:
         self.settings = settings
         self.policy = settings.vote_policy()
@@ -95,7 +97,7 @@ class VoteReward:
         self.buffer = buffer or StepBuffer()
         self.history = history or LabelHistory()
         self.rng = random.Random(seed)
-        self.trained = TrainedReward(settings.reward, settings.random_p, seed)
+        self.trained = TrainedReward(settings.reward, settings.random_p, seed, oracle)
         self.run_async = run_async
         # Set by the trainer when N_vote > N_train: k more (text, tokens) samples per prompt from the policy.
         self.extra_votes: Callable[[list[Any], int], list[list[tuple[str, int]]]] | None = None
@@ -109,6 +111,7 @@ class VoteReward:
         problem_id: Sequence[str],
         trainer_state: Any = None,
         extra_votes: Sequence[Sequence[tuple[str, int]]] | None = None,
+        token_stats: Sequence[TokenStats] | None = None,
         **kwargs: Any,
     ) -> list[float]:
         group = self.settings.n_train
@@ -133,7 +136,15 @@ class VoteReward:
             for g, start in enumerate(starts)
         ]
         votes = self.run_async(self._votes([problem_id[start] for start in starts], texts, kept))
-        votes = [v.model_copy(update={"flipped": self.history.flipped(v.problem_id, v.label_key)}) for v in votes]
+        votes = [
+            v.model_copy(
+                update={
+                    "flipped": self.history.flipped(v.problem_id, v.label_key),
+                    "token_stats": tuple(token_stats[start : start + group]) if token_stats else (),
+                }
+            )
+            for v, start in zip(votes, starts, strict=True)
+        ]
         votes = self.trained.apply(votes)  # the vote's own rewards, or a control's
         tokens = 0
         for g, (start, prompt_vote) in enumerate(zip(starts, votes, strict=True)):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from testtime.models.confidence import completion_stats
 from testtime.models.prefill import generate_shared, through_end
 
 Votes = list[list[tuple[str, int]]]  # per prompt, k (text, completion tokens)
@@ -45,12 +46,15 @@ def sample_extra(trainer: Any, prompts: list[Any], k: int) -> Votes:
     ]
 
 
-def shared_rollouts(prompts: list[Any], trainer: Any, *, n_train: int, n_vote: int) -> dict[str, Any]:
+def shared_rollouts(
+    prompts: list[Any], trainer: Any, *, n_train: int, n_vote: int, confidence: bool = False
+) -> dict[str, Any]:
     """TRL's `rollout_func` on transformers: N_vote samples of each prompt in one batch, its prefill shared.
 
     TRL's batch holds each prompt N_train times, consecutively (its RepeatSampler). The first N_train samples
     are returned for training, with TRL's own GenerationConfig and EOS cut; the rest travel to the reward
-    function as each row's `extra_votes`."""
+    function as each row's `extra_votes`. With `confidence` (a confidence reward), each trained sample's token
+    statistics under the policy that drew it travel too, as `token_stats` (one forward pass per group)."""
     import torch
 
     groups = [prompts[start] for start in range(0, len(prompts), n_train)]
@@ -64,14 +68,18 @@ def shared_rollouts(prompts: list[Any], trainer: Any, *, n_train: int, n_vote: i
         model, ids.to(model.device), mask.to(model.device), counts, generation_config=trainer.generation_config
     )
     samples = [through_end(row, trainer.eos_token_ids) for row in generated.tolist()]  # as TRL cuts its own
-    prompt_rows, completion_rows, extra_votes = [], [], []
+    prompt_rows, completion_rows, extra_votes, stats = [], [], [], []
     for g in range(len(groups)):
         drawn = samples[g * n_vote : (g + 1) * n_vote]
         extras = [(tokenizer.decode(row, skip_special_tokens=True), len(row)) for row in drawn[n_train:]]
-        prompt_rows += [ids[g][mask[g] == 1].tolist()] * n_train
+        prompt = ids[g][mask[g] == 1].tolist()
+        prompt_rows += [prompt] * n_train
         completion_rows += drawn[:n_train]
         extra_votes += [extras] * n_train
-    return {"prompt_ids": prompt_rows, "completion_ids": completion_rows, "logprobs": None, "extra_votes": extra_votes}
+        if confidence:
+            stats += completion_stats(model, prompt, drawn[:n_train])
+    rolled = {"prompt_ids": prompt_rows, "completion_ids": completion_rows, "logprobs": None}
+    return rolled | {"extra_votes": extra_votes} | ({"token_stats": stats} if confidence else {})
 
 
 def prompt_ids(tokenizer: Any, conversations: list[Any]) -> tuple[Any, Any]:

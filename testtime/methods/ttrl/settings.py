@@ -59,6 +59,9 @@ PAPER_SCHEDULES: dict[str, dict[str, int]] = {
 }
 
 
+CONFIDENCE_REWARDS = ("self_certainty", "entropy")  # rewards read from the policy's token distribution
+
+
 class TTRLSettings(SelectorChoice):
     """The reward's selector (`--selector`, default majority on math, execution on code) and every knob."""
 
@@ -82,8 +85,10 @@ class TTRLSettings(SelectorChoice):
         None, gt=0, description="rollout temperature; None: 1.0 for *Math* models, else 0.6"
     )
     top_p: float = Field(1.0, gt=0, le=1, description="rollout top-p")
-    reward: Literal["majority", "random", "format"] = Field(
-        "majority", description="trained on: majority (TTRL) | random | format (controls at identical settings)"
+    reward: Literal["majority", "novelty", "self_certainty", "entropy", "random", "format", "oracle"] = Field(
+        "majority",
+        description="trained on: majority (TTRL) | novelty (majority + diversity) | self_certainty | entropy "
+        "(confidence) | random | format (controls) | oracle (the true labels: an upper bound, never label-free)",
     )
     random_p: float | None = Field(
         None, ge=0, le=1, description="random control's P(1); default: the majority reward's running mean"
@@ -121,6 +126,11 @@ class TTRLSettings(SelectorChoice):
             raise ValueError(f"n_train ({self.n_train}) cannot exceed n_vote ({self.n_vote})")
         if self.prompts_per_step % self.mini_batch_prompts:
             raise ValueError("prompts_per_step must be a multiple of mini_batch_prompts")
+        if self.reward in CONFIDENCE_REWARDS and self.use_vllm:
+            raise ValueError(
+                f"reward={self.reward} needs token probabilities, which TRL's vLLM rollouts do not give "
+                "here: use_vllm=false"
+            )
         return self
 
     @classmethod

@@ -25,12 +25,13 @@ from typing import Any
 from testtime.core.errors import UserError
 from testtime.core.extras import require
 from testtime.core.ledger import Ledger, LedgerEntry
+from testtime.core.oracle import LabelOracle
 from testtime.core.records import Message, Problem, SamplingParams
 from testtime.core.results import TTRLStep
 from testtime.methods.ttrl.monitor import CollapseAlarm, LabelHistory
 from testtime.methods.ttrl.reward import RunAsync, StepBuffer, VoteReward, append_step, as_chat, resume_steps
 from testtime.methods.ttrl.rollouts import prompt_ids, sample_extra, shared_rollouts
-from testtime.methods.ttrl.settings import TTRLSettings
+from testtime.methods.ttrl.settings import CONFIDENCE_REWARDS, TTRLSettings
 from testtime.methods.ttrl.shared_prompt import shared_prompt_trainer
 from testtime.selectors import SelectionContext, Selector
 
@@ -75,6 +76,7 @@ class TrainingJob:
     context: Callable[[Problem], SelectionContext]
     seed: int = 0
     run_async: RunAsync[Any] = asyncio.run  # the reward's votes: on the run's event loop where there is one
+    oracle: LabelOracle | None = None  # the `oracle` reward's labels; None for every label-free reward
 
     @property
     def root(self) -> Path:
@@ -198,6 +200,7 @@ def train_ttrl(job: TrainingJob) -> Path:
         history=history,
         seed=job.seed,
         run_async=job.run_async,
+        oracle=job.oracle,
     )
     peft_config = None
     if settings.lora:
@@ -211,7 +214,10 @@ def train_ttrl(job: TrainingJob) -> Path:
         os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is marked experimental
 
         def rollout(prompts: list[Any], trainer: Any) -> dict[str, Any]:
-            return shared_rollouts(prompts, trainer, n_train=settings.n_train, n_vote=settings.n_vote)
+            confidence = settings.reward in CONFIDENCE_REWARDS
+            return shared_rollouts(
+                prompts, trainer, n_train=settings.n_train, n_vote=settings.n_vote, confidence=confidence
+            )
 
     trainer = shared_prompt_trainer(GRPOTrainer)(
         model=job.model_path,

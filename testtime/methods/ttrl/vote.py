@@ -73,7 +73,8 @@ async def vote(
     candidates = make_candidates(problem, [Completion(text=t) for t in texts])
     ctx.rng = rng
     selection = await selector.select(problem, candidates, ctx)
-    return reward_from(selection, problem, kept, policy, [c.answer for c in candidates])
+    voted = reward_from(selection, problem, kept, policy, [c.answer for c in candidates])
+    return voted.model_copy(update={"texts": tuple(texts[i] for i in kept)})
 
 
 def reward_from(

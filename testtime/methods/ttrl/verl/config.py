@@ -54,6 +54,8 @@ def ttrl_overrides(
     """Hydra override strings for `ppo_trainer` (verl 0.8)."""
     if preset not in PRESETS:
         raise UserError(f"unknown verl preset '{preset}'; choose from {', '.join(PRESETS)}")
+    if settings.reward == "oracle":  # its labels would have to travel in the parquet: the channel stays in-process
+        raise UserError("the oracle reward runs on TRL (testtime run --method ttrl), not yet on verl")
     reward_file = Path(__file__).with_name("reward.py")
     values: dict[str, Any] = {
         "algorithm.adv_estimator": "grpo",

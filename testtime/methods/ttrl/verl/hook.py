@@ -18,7 +18,7 @@ from typing import Any
 
 from testtime.core.records import Problem
 from testtime.core.results import TTRLVote
-from testtime.methods.ttrl.controls import TrainedReward
+from testtime.methods.ttrl.rewards import TrainedReward
 from testtime.methods.ttrl.vote import VotePolicy, vote
 from testtime.selectors import SelectionContext, Selector
 

@@ -16,7 +16,7 @@ from verl.trainer import main_ppo
 from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 
 from testtime.core.records import Problem
-from testtime.methods.ttrl.controls import TrainedReward
+from testtime.methods.ttrl.rewards import TrainedReward
 from testtime.methods.ttrl.settings import TTRLSettings
 from testtime.methods.ttrl.verl.hook import apply_ttrl_vote
 from testtime.sandbox.choose import open_sandbox

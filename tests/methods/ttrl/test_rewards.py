@@ -1,4 +1,5 @@
-"""TTRL's control rewards: each has the statistics it is meant to have, and none can read a label.
+"""TTRL's rewards: each has the values or statistics it is meant to have on constructed groups, none but
+`oracle` can read a label, and `oracle` reads them only through the channel the runner opens for it.
 
 `random` is Bernoulli(p) whatever the sample says (p: set, or the majority reward's running mean); `format`
 rewards a well-formed answer whatever its value; `majority` is the vote's own reward. A label that TRL passes
@@ -15,10 +16,10 @@ import pytest
 
 from testtime.core.errors import UserError
 from testtime.core.ledger import Ledger
-from testtime.core.records import Problem
+from testtime.core.records import Problem, TokenStats
 from testtime.core.results import TTRLVote
-from testtime.methods.ttrl.controls import REWARDS, TrainedReward
 from testtime.methods.ttrl.reward import StepBuffer, VoteReward
+from testtime.methods.ttrl.rewards import REWARDS, TrainedReward
 from testtime.methods.ttrl.settings import TTRLSettings
 from testtime.selectors import SelectionContext, build_selector
 
@@ -72,9 +73,9 @@ def test_majority_is_the_votes_own_reward() -> None:
 
 
 def test_an_unknown_reward_is_a_clear_error() -> None:
-    with pytest.raises(UserError, match="unknown ttrl reward 'oracle'; available: format, majority, random"):
-        TrainedReward("oracle")
-    assert REWARDS.names() == ["format", "majority", "random"]
+    with pytest.raises(UserError, match="unknown ttrl reward 'truth'; available: entropy, format, majority, novelty"):
+        TrainedReward("truth")
+    assert REWARDS.names() == ["entropy", "format", "majority", "novelty", "oracle", "random", "self_certainty"]
 
 
 def _reward_function(tmp_path: Path, reward: str) -> tuple[VoteReward, StepBuffer]:
@@ -103,7 +104,7 @@ def _batch(label_column: list[str]) -> dict[str, list]:
     }
 
 
-@pytest.mark.parametrize("reward", ["majority", "random", "format"])
+@pytest.mark.parametrize("reward", ["majority", "novelty", "random", "format"])
 def test_no_reward_reads_a_label_passed_along(tmp_path: Path, reward: str) -> None:
     seen = []
     for labels in (["3"], ["4"], ["no such answer"]):
@@ -140,3 +141,73 @@ def test_a_control_trains_on_the_same_samples_and_labels_as_ttrl(tmp_path: Path)
         function(**trained, trainer_state=None)  # votes 3, 4, 5, 6: a four-way tie, broken at random
         pending[reward] = [(v.label, v.answers) for v in log.votes]
     assert pending["majority"] == pending["random"]
+
+
+def test_novelty_keeps_agreement_first_and_ranks_novelty_within_each_side() -> None:
+    vote = _vote([1.0, 1.0, 1.0, 0.0, 0.0]).model_copy(
+        update={
+            "texts": (
+                "add seven and five to get twelve",  # the majority's most common wording
+                "add seven and five to get twelve",
+                "count up from seven by five steps: twelve",  # the majority's novel one
+                "it is thirteen",
+                "seven plus five is thirteen i think",
+            )
+        }
+    )
+    [rewards] = TrainedReward("novelty").rewards([vote])
+    assert rewards[0] == rewards[1] == pytest.approx(0.5) and rewards[2] == pytest.approx(1.0)
+    assert min(rewards[:3]) > max(rewards[3:])  # any agreeing sample outranks any other
+    assert sorted(rewards[3:]) == pytest.approx([-1.0, -0.5])  # min-max within the minority
+
+
+def test_novelty_of_a_side_without_spread_is_the_midpoint() -> None:
+    vote = _vote([1.0, 1.0]).model_copy(update={"texts": ("same words", "same words")})
+    assert TrainedReward("novelty").rewards([vote]) == [[0.75, 0.75]]
+
+
+def test_oracle_rewards_what_the_labels_grade_correct() -> None:
+    from testtime.core.oracle import LabelOracle
+
+    asked = []
+
+    def correct(problem_id: str, answer: str | None) -> bool:
+        asked.append((problem_id, answer))
+        return answer == "3"
+
+    vote = _vote([1.0, 1.0, 0.0]).model_copy(update={"answers": ("3", "4", None)})
+    trained = TrainedReward("oracle", oracle=LabelOracle(correct=correct))
+    assert trained.apply([vote])[0].rewards == (1.0, 0.0, 0.0)
+    assert asked == [("p0", "3"), ("p0", "4"), ("p0", None)]
+    assert trained.apply([vote])[0].majority_rewards == (1.0, 1.0, 0.0)  # what the vote would have given
+
+
+def test_oracle_without_its_channel_fails_loudly() -> None:
+    with pytest.raises(RuntimeError, match="label channel"):
+        TrainedReward("oracle").rewards([_vote([1.0, 0.0])])
+
+
+def _stats(*values: tuple[float, float]) -> tuple[TokenStats, ...]:
+    return tuple(TokenStats(tokens=5, entropy_mean=h, self_certainty=c) for h, c in values)
+
+
+def test_confidence_rewards_read_each_samples_token_statistics() -> None:
+    vote = _vote([1.0, 0.0, 0.0]).model_copy(update={"token_stats": _stats((0.5, 3.0), (2.0, 1.0), (1.0, 2.5))})
+    assert TrainedReward("self_certainty").rewards([vote]) == [[3.0, 1.0, 2.5]]  # blind to the vote
+    assert TrainedReward("entropy").rewards([vote]) == [[-0.5, -2.0, -1.0]]
+    with pytest.raises(RuntimeError, match="token statistics"):
+        TrainedReward("entropy").rewards([_vote([1.0, 0.0])])
+
+
+def test_the_reward_step_hands_each_group_its_rows_statistics(tmp_path: Path) -> None:
+    function, log = _reward_function(tmp_path, "self_certainty")
+    batch = _batch(["3"])
+    stats = [TokenStats(tokens=3, entropy_mean=0.1, self_certainty=float(i)) for i in range(len(batch["prompts"]))]
+    rewards = function(**batch, token_stats=stats, trainer_state=SimpleNamespace(global_step=0))
+    assert rewards == [float(i) for i in range(16)]  # row i's own statistic, in TRL's row order
+    assert log.votes[1].majority_rewards == (1.0, 1.0, 0.0, 0.0)  # the vote is still computed and logged
+
+
+def test_confidence_rewards_are_refused_on_vllm_rollouts() -> None:
+    with pytest.raises(UserError, match="use_vllm=false"):
+        TTRLSettings.from_options({"reward": "entropy", "use_vllm": "true"})

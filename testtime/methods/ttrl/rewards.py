@@ -1,0 +1,145 @@
+"""What a TTRL step trains on, chosen by `--method-opt reward=NAME`: the selection's reward (`majority`, TTRL
+itself), a label-free variant of it, a control at the same steps, tokens and settings (Spurious Rewards, arXiv
+2506.10947: random and format-only rewards lift some models by double digits), or the `oracle` upper bound.
+
+Each reward is a small registered function over one prompt's vote (TRL-style: keyword arguments, `**_`
+ignored) returning one reward per kept sample. They get the vote, which is label-free, an RNG and their own
+options; only `oracle` gets a `LabelOracle`, which the runner opens for it alone (`run/build.py`).
+
+- `majority`: agreement with the selected class (`vote.py`).
+- `novelty`: majority plus a diversity bonus in the manner of EVOL-RL (arXiv 2509.15194): within the
+  majority and within the rest, a sample's novelty is 1 − its mean word-set Jaccard similarity to the other
+  kept samples (lexical: the paper embeds the reasoning), min-max scaled; the majority earn 0.5 + 0.5·novelty,
+  the rest −1 + 0.5·novelty, so agreement always outranks novelty and novelty ranks within each side.
+- `self_certainty` (Intuitor, arXiv 2505.19590): the sample's mean KL(uniform ‖ p) under the policy that wrote
+  it; `entropy` (RENT): its negative mean token entropy. Both from one forward pass over the rollouts
+  (`models/confidence.py`); on TRL's vLLM rollouts they are refused (no per-token distribution there).
+- `oracle`: 1 for a sample the sealed reference grades correct, else 0 — TTRL's "RL (leakage)" upper bound
+  (its Figure 7), the same RL with the true labels. A run trained on it says `uses_labels: true` everywhere.
+- `random`: Bernoulli(p) per sample, independent of the sample. p is `random_p`, else the running mean of
+  the majority reward this policy would have earned so far (the vote is still computed, and logged), so the
+  reward's scale matches TTRL's.
+- `format`: 1 for a well-formed answer (math: an answer was extracted; code: a program that compiles), else 0.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from testtime.core.oracle import LabelOracle
+from testtime.core.records import TokenStats
+from testtime.core.registry import Registry
+from testtime.core.results import TTRLVote
+
+REWARDS: Registry[list[float]] = Registry("ttrl reward")
+
+
+@REWARDS.register("majority", help="TTRL: agreement with the selected class (the pseudo-label)")
+def majority_reward(*, vote: TTRLVote, **_: object) -> list[float]:
+    return list(vote.rewards)
+
+
+@REWARDS.register("random", help="control: Bernoulli(p) per sample, independent of the answer")
+def random_reward(*, vote: TTRLVote, rng: random.Random, p: float, **_: object) -> list[float]:
+    return [1.0 if rng.random() < p else 0.0 for _ in vote.kept]
+
+
+@REWARDS.register("format", help="control: 1 for a well-formed answer (extracted; code that compiles)")
+def format_reward(*, vote: TTRLVote, **_: object) -> list[float]:
+    return [0.0 if i in vote.abstained else 1.0 for i in vote.kept]
+
+
+@REWARDS.register("novelty", help="majority plus a within-side diversity bonus (EVOL-RL's mapping, lexical novelty)")
+def novelty_reward(*, vote: TTRLVote, **_: object) -> list[float]:
+    agree = [r > 0 for r in vote.rewards]
+    novelty = _scaled_novelty(vote.texts or tuple(a or "" for a in vote.answers), agree)
+    return [(0.5 if a else -1.0) + 0.5 * n for a, n in zip(agree, novelty, strict=True)]
+
+
+@REWARDS.register("self_certainty", help="Intuitor: mean KL(uniform ‖ p) of the sample's tokens under the policy")
+def self_certainty_reward(*, vote: TTRLVote, **_: object) -> list[float]:
+    return [s.self_certainty or 0.0 for s in _stats(vote)]
+
+
+@REWARDS.register("entropy", help="RENT: the negative mean token entropy of the sample under the policy")
+def entropy_reward(*, vote: TTRLVote, **_: object) -> list[float]:
+    return [-(s.entropy_mean or 0.0) for s in _stats(vote)]
+
+
+def _stats(vote: TTRLVote) -> tuple[TokenStats, ...]:
+    if len(vote.token_stats) != len(vote.kept):
+        raise RuntimeError(
+            "a confidence reward needs each trained sample's token statistics (rollouts on transformers)"
+        )
+    return vote.token_stats
+
+
+@REWARDS.register("oracle", help="upper bound: 1 if the sealed reference grades the sample correct (uses labels)")
+def oracle_reward(*, vote: TTRLVote, oracle: LabelOracle | None = None, **_: object) -> list[float]:
+    if oracle is None:
+        raise RuntimeError("the oracle reward needs the label channel, which only the runner opens")
+    return [1.0 if oracle.correct(vote.problem_id, answer) else 0.0 for answer in vote.answers]
+
+
+def _scaled_novelty(texts: tuple[str, ...], side: list[bool]) -> list[float]:
+    """Per sample: 1 − mean Jaccard similarity of its word set to the others of the group, min-max scaled
+    within its side (majority or not); 0.5 where a side has one member or no spread."""
+    words = [set(t.lower().split()) for t in texts]
+
+    def similarity(i: int, j: int) -> float:
+        union = words[i] | words[j]
+        return len(words[i] & words[j]) / len(union) if union else 1.0
+
+    raw = [
+        1.0 - sum(similarity(i, j) for j in range(len(words)) if j != i) / max(1, len(words) - 1)
+        for i in range(len(words))
+    ]
+    scaled = [0.5] * len(raw)
+    for flag in (True, False):
+        members = [i for i, s in enumerate(side) if s == flag]
+        low, high = min((raw[i] for i in members), default=0.0), max((raw[i] for i in members), default=0.0)
+        if high > low:
+            for i in members:
+                scaled[i] = (raw[i] - low) / (high - low)
+    return scaled
+
+
+@dataclass
+class TrainedReward:
+    """The configured reward over a run: remembers the majority reward's running mean for `random`."""
+
+    kind: str = "majority"
+    random_p: float | None = None
+    seed: int = 0
+    oracle: LabelOracle | None = None  # opened by the runner for `oracle` alone
+    majority_sum: float = 0.0
+    majority_count: int = 0
+
+    def __post_init__(self) -> None:
+        self.function = REWARDS.get(self.kind)
+        self.rng = random.Random(f"ttrl-{self.kind}-{self.seed}")  # its own stream: the vote's draws are unchanged
+
+    def p(self) -> float:
+        if self.random_p is not None:
+            return self.random_p
+        return self.majority_sum / self.majority_count if self.majority_count else 0.5
+
+    def rewards(self, votes: list[TTRLVote]) -> list[list[float]]:
+        """One step's rewards, prompt by prompt; the running mean first takes this step's majority rewards."""
+        for vote in votes:
+            self.majority_sum += sum(vote.rewards)
+            self.majority_count += len(vote.rewards)
+        p = self.p()
+        return [self.function(vote=vote, rng=self.rng, p=p, oracle=self.oracle) for vote in votes]
+
+    def apply(self, votes: list[TTRLVote]) -> list[TTRLVote]:
+        """The votes as trained: a control's rewards replace the vote's, which stay beside as
+        `majority_rewards` (what TTRL would have given)."""
+        trained = self.rewards(votes)
+        if self.kind == "majority":
+            return votes
+        return [
+            v.model_copy(update={"rewards": tuple(r), "majority_rewards": v.rewards})
+            for v, r in zip(votes, trained, strict=True)
+        ]

@@ -1,0 +1,56 @@
+"""A sample's token statistics under the model that wrote it, from one forward pass over prompt and completion.
+
+Per completion token, from the model's own distribution p (temperature 1, before any sampling warper):
+- the chosen token's log-probability,
+- the entropy H(p) = −Σ p log p (RENT / EM-style rewards train on its negative mean),
+- the self-certainty KL(U ‖ p) = −log V − mean_j log p_j (Intuitor, arXiv 2505.19590),
+each averaged over the completion's tokens (through its end token). Computed in row chunks so a batch of long
+completions never holds every position's logits at once. Used by TTRL's confidence rewards
+(`methods/ttrl/rewards.py`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from testtime.core.records import TokenStats
+
+CHUNK_ROWS = 8
+
+
+def completion_stats(model: Any, prompt: Sequence[int], completions: Sequence[Sequence[int]]) -> list[TokenStats]:
+    """Statistics of each completion of one prompt (token ids, end token included where there is one)."""
+    import torch
+
+    stats: list[TokenStats] = []
+    for start in range(0, len(completions), CHUNK_ROWS):
+        rows = list(completions[start : start + CHUNK_ROWS])
+        longest = max((len(r) for r in rows), default=0)
+        if longest == 0:
+            stats += [TokenStats(tokens=0) for _ in rows]
+            continue
+        pad = 0
+        ids = torch.tensor([[*prompt, *r, *([pad] * (longest - len(r)))] for r in rows], device=model.device)
+        mask = torch.ones_like(ids)
+        for i, r in enumerate(rows):
+            mask[i, len(prompt) + len(r) :] = 0  # right padding: no real token attends to it
+        with torch.inference_mode():
+            # the logits that predicted each completion token: positions len(prompt)-1 … end-1
+            logits = model(input_ids=ids, attention_mask=mask, logits_to_keep=longest + 1).logits[:, :-1].float()
+        logp = torch.log_softmax(logits, dim=-1)
+        chosen = logp.gather(-1, ids[:, len(prompt) :].unsqueeze(-1)).squeeze(-1)
+        entropy = -(logp.exp() * logp).sum(-1)
+        certainty = -math.log(logp.shape[-1]) - logp.mean(-1)
+        for i, r in enumerate(rows):
+            n = len(r)
+            stats.append(
+                TokenStats(
+                    tokens=n,
+                    logprob_mean=float(chosen[i, :n].mean()) if n else None,
+                    entropy_mean=float(entropy[i, :n].mean()) if n else None,
+                    self_certainty=float(certainty[i, :n].mean()) if n else None,
+                )
+            )
+    return stats
