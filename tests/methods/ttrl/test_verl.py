@@ -260,3 +260,12 @@ def test_verl_reads_the_same_typed_settings_and_accepts_code(testtime_cli, tmp_p
     read = settings_from_config({"ttrl": {"settings_file": str(out / "ttrl_settings.json")}})
     selector = selector_for(read, "code")
     assert selector.name == "execution" and selector.options.test_inputs == 3 and selector.options.timeout_s == 1
+
+
+@pytest.mark.parametrize(("reward", "why"), [("oracle", "not yet on verl"), ("self_certainty", "token distribution")])
+def test_rewards_verl_cannot_serve_are_refused_before_anything_is_written(reward, why):
+    from testtime.core.errors import UserError
+
+    with pytest.raises(UserError, match=why):
+        _overrides(TTRLSettings.from_options({"reward": reward}))
+    assert _overrides(TTRLSettings.from_options({"reward": "novelty"}))  # novelty votes as majority does

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from testtime.core.errors import UserError
-from testtime.methods.ttrl.settings import TTRLSettings
+from testtime.methods.ttrl.settings import CONFIDENCE_REWARDS, TTRLSettings
 
 PAPER_8XA100 = {
     "trainer.nnodes": 1,
@@ -56,6 +56,8 @@ def ttrl_overrides(
         raise UserError(f"unknown verl preset '{preset}'; choose from {', '.join(PRESETS)}")
     if settings.reward == "oracle":  # its labels would have to travel in the parquet: the channel stays in-process
         raise UserError("the oracle reward runs on TRL (testtime run --method ttrl), not yet on verl")
+    if settings.reward in CONFIDENCE_REWARDS:  # verl's rollouts carry the sampled tokens' log-probs, not p
+        raise UserError(f"reward={settings.reward} needs the policy's token distribution: on TRL, not yet on verl")
     reward_file = Path(__file__).with_name("reward.py")
     values: dict[str, Any] = {
         "algorithm.adv_estimator": "grpo",
