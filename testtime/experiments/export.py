@@ -54,13 +54,14 @@ def eval_log(run: LoadedRun) -> Any:
         prompt = messages(run, run.calls.get(chosen.call or "") if chosen else None, statement)
         text = chosen.text if chosen else ""
         events, times = sample_events(run, record, calls.get(pid, []), timing)
-        target = target_of(record, run.domain(record))
+        domain = run.domain(record)
+        target = target_of(record, domain)
         score = None
         if record.correct is not None:  # unlabelled: nothing was graded
             score = Score(
                 value="C" if record.correct else "I",
                 answer=record.graded_answer,
-                explanation=explain.why_prediction(record, run.domain(record)),
+                explanation=explain.why_prediction(record, domain),
                 metadata={"status": record.status},
             )
             events.append(ScoreEvent(score=score, target=target, scorer="testtime"))
