@@ -178,3 +178,21 @@ def test_an_unlabelled_runs_inspect_log_has_no_target_and_no_score(tmp_path: Pat
     [sample] = read_eval_log(str(tmp_path / "u.eval")).samples
     assert sample.target == "" and sample.scores == {} and sample.metadata["votes"] == {"4": 3}
     assert "score" not in {e.event for e in sample.events} and str(sample.input).count("What is 2+2?") >= 1
+
+
+@needs_chromium
+def test_a_candidates_token_statistics_are_shown_with_their_distribution(tmp_path: Path, testtime_cli: Cli) -> None:
+    from testtime.models.mock_server import MockChatServer
+
+    out = tmp_path / "run"
+    with MockChatServer() as server:
+        done = testtime_cli("run", "--method", "majority", "--limit", "1", "--n", "2", "--quiet", "--logprobs", "3",
+                            "--model", "openai:mock", "--api-base", server.url, "--out", str(out))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    page_file = tmp_path / "view.html"
+    assert testtime_cli("view", str(out), "--html", str(page_file)).returncode == 0
+    first = json.loads((out / "results.jsonl").read_text().splitlines()[0])["problem_id"]
+    page = dom(f"{page_file.as_uri()}#run=0&problem={first}")
+    assert errors_in(page).strip() == ""
+    # the mock's tokens: chosen at p=0.6 among 0.6/0.3/0.1, so mean log p = log 0.6
+    assert page.count("tokens · mean log p -0.511 · entropy 0.898 · self-certainty 0.241 (top 3)") == 2

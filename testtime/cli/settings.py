@@ -71,6 +71,16 @@ SHARED: dict[str, tuple[Any, Any]] = {
     "sandbox": (Annotated[str, Opt(help="code benchmarks: auto | docker | bwrap (never the bare host)")], "auto"),
     "max_cost": (Annotated[float | None, Opt(help="stop cleanly at this spend (USD); resume with a larger one")], None),
     "max_tokens_total": (Annotated[int | None, Opt(help="stop cleanly at this many tokens; resumable")], None),
+    "logprobs": (
+        Annotated[
+            int | None,
+            Opt(
+                help="record each sample's mean token log-prob, entropy and self-certainty: K alternatives a token "
+                "from a server (0-20); hf: always its full distribution"
+            ),
+        ],
+        None,
+    ),
     "quiet": (Annotated[bool, Opt(help="no progress display")], False),
 }
 

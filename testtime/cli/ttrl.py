@@ -21,7 +21,7 @@ Opt = typer.Option
 
 
 VERL_ONLY = ("model", "n", "temperature", "top_p", "max_tokens", "concurrency", "api_base", "api_key_env")
-VERL_ONLY += ("request_timeout", "sandbox", "max_cost", "max_tokens_total", "quiet")
+VERL_ONLY += ("request_timeout", "sandbox", "max_cost", "max_tokens_total", "logprobs", "quiet")
 
 
 @ttrl_app.command("verl")
@@ -155,9 +155,10 @@ def compare_command(
     """Train TTRL with each reward at identical settings: each gain, TTRL − it, it − the controls, its share of
     the oracle's gain, and its health.
 
-    Rewards: majority (TTRL), novelty (majority + diversity), random and format (signal-free controls), oracle
-    (the true labels: TTRL's "RL (leakage)" upper bound, marked as using labels everywhere). Defaults reproduce
-    the CPU miniature (arith, 32 problems, embedded model, --preset cpu) per reward.
+    Rewards: majority (TTRL), novelty (majority + diversity), self_certainty and entropy (the policy's confidence
+    in its own tokens: Intuitor, RENT), random and format (signal-free controls), oracle (the true labels:
+    TTRL's "RL (leakage)" upper bound, marked as using labels everywhere). Defaults reproduce the CPU miniature
+    (arith, 32 problems, embedded model, --preset cpu) per reward.
     """
     _compare(out, rewards, preset, steps, method_opt, flags)
 

@@ -20,7 +20,8 @@ def cache_key(model: str, messages: Sequence[Message], params: SamplingParams, s
     payload = {
         "model": model,
         "messages": [[m.role, m.content] for m in messages],
-        "params": params.model_dump(mode="json"),
+        # `logprobs` joined the params later: left out when unset, so every older run's keys still match
+        "params": params.model_dump(mode="json", exclude={"logprobs"} if params.logprobs is None else None),
         "sample_index": sample_index,
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()

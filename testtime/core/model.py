@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from testtime.core.records import Completion, Message, SamplingParams
 
@@ -14,6 +14,9 @@ class LanguageModel(ABC):
     `ModelError` for what it will not; the rollout engine owns retries and the ledger."""
 
     name: str
+    # What `SamplingParams.logprobs` gets from this backend: each sample's statistics over the full
+    # distribution, over the k likeliest tokens a server reports, or nothing (then --logprobs is refused).
+    token_stats: Literal["full", "top-k"] | None = None
 
     @abstractmethod
     async def generate(self, messages: Sequence[Message], n: int, params: SamplingParams) -> list[Completion]:

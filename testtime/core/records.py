@@ -88,6 +88,10 @@ class SamplingParams(Record):
     max_tokens: int = 512
     seed: int | None = None
     stop: tuple[str, ...] = ()
+    # Ask for each sample's token statistics: None none; k the alternatives a server reports per token (its
+    # `top_logprobs`, 0–20; the hf: backend always reads its full distribution). Set by the engine for a run
+    # with --logprobs; a sample's cache key leaves it out when None, so older keys stay valid.
+    logprobs: int | None = None
 
     @property
     def greedy(self) -> bool:
@@ -123,12 +127,14 @@ FinishReason = Literal["stop", "length", "error", "timeout"]
 
 
 class TokenStats(Record):
-    """A sample's tokens under the model that wrote it, averaged over its tokens (`models/confidence.py`)."""
+    """A sample's tokens under the model that wrote it, averaged over its tokens (`models/confidence.py`).
+    `null` for what the backend did not give (a server that returned no alternatives has no entropy)."""
 
     tokens: int
     logprob_mean: float | None = None  # the chosen tokens' log-probability
     entropy_mean: float | None = None  # the distribution's entropy
     self_certainty: float | None = None  # KL(uniform ‖ p), as Intuitor
+    top_k: int | None = None  # None: over the full distribution; k: over the k likeliest tokens, renormalised
 
 
 class Completion(Record):
@@ -142,6 +148,7 @@ class Completion(Record):
     error: str | None = None
     cached: bool = False
     call: str | None = None  # the trace's id of the call that produced it (its cache key, short)
+    token_stats: TokenStats | None = None  # when the run asked for them (--logprobs) and the backend gave them
 
 
 class Candidate(Record):
@@ -154,3 +161,4 @@ class Candidate(Record):
     error: str | None = None
     completion_tokens: int = 0
     call: str | None = None  # the model call in the run's trace that produced it
+    token_stats: TokenStats | None = None  # its tokens' log-prob, entropy, self-certainty (--logprobs); null: not asked

@@ -93,8 +93,10 @@ class RolloutEngine:
         max_cost_usd: float | None = None,
         max_tokens_total: int | None = None,
         trace: Trace | None = None,
+        logprobs: int | None = None,
     ) -> None:
         self.model = model
+        self.logprobs = logprobs  # --logprobs: every call asks for its samples' token statistics
         self.model_name = model_name
         self.cache = cache
         self.ledger = ledger
@@ -132,7 +134,7 @@ class RolloutEngine:
         purpose: CallPurpose,
         step: int | None,
     ) -> Completion:
-        params = params.model_copy(update={"seed": sample_seed(params.seed, index)})
+        params = params.model_copy(update={"seed": sample_seed(params.seed, index), "logprobs": self.logprobs})
         key = cache_key(self.model_name, messages, params, index)
         entry = LedgerEntry(
             model=self.model_name, problem_id=problem_id, purpose=purpose, sample_index=index, step=step

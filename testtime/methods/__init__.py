@@ -85,6 +85,7 @@ def make_candidates(problem: Problem, completions: Sequence[Completion]) -> list
             error=c.error,
             completion_tokens=c.usage.completion_tokens,
             call=c.call,
+            token_stats=c.token_stats,
         )
         for i, c in enumerate(completions)
     ]

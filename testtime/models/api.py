@@ -11,6 +11,7 @@ sends the failed call to another server at once; only when every server fails do
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import time
 from collections.abc import Sequence
@@ -18,10 +19,11 @@ from typing import Any
 
 from testtime.core.errors import MalformedAnswer, ModelError, TransientModelError, UserError
 from testtime.core.model import LanguageModel
-from testtime.core.records import Completion, Message, SamplingParams, usage_from
+from testtime.core.records import Completion, Message, SamplingParams, TokenStats, usage_from
 from testtime.core.rollout import parse_retry_after
 from testtime.core.secrets import environment_secrets, redact_url, url_secrets
 from testtime.models import MODELS
+from testtime.models.confidence import top_stats
 
 
 def _import_litellm() -> Any:
@@ -44,6 +46,8 @@ def _retry_after(exc: Exception) -> float | None:
 
 
 class LiteLLMModel(LanguageModel):
+    token_stats = "top-k"
+
     def __init__(
         self,
         model: str,
@@ -115,6 +119,7 @@ class LiteLLMModel(LanguageModel):
             request["seed"] = params.seed
         if params.stop:
             request["stop"] = list(params.stop)
+        request |= logprob_request(params)
         started = time.perf_counter()
         try:
             if self._router is not None:
@@ -160,6 +165,9 @@ class LiteLLMModel(LanguageModel):
             usage=usage,
             latency_s=latency,
             cost_usd=cost,
+            token_stats=None
+            if params.logprobs is None
+            else served_token_stats(getattr(choice, "logprobs", None), params.logprobs),
         )
 
     def _cost(self, response: Any) -> float | None:
@@ -207,6 +215,40 @@ def content_text(content: Any) -> str:
     if isinstance(content, list) and all(isinstance(p, dict) and isinstance(p.get("text", ""), str) for p in content):
         return "".join(p.get("text", "") for p in content if p.get("type", "text") == "text")
     raise ValueError(f"content is a {type(content).__name__}, not text")
+
+
+def served_token_stats(raw: Any, k: int) -> TokenStats | None:
+    """A choice's `logprobs` (OpenAI's form: `content`, a list of {logprob, top_logprobs: [{logprob}]}) as the
+    sample's statistics; None when the server sent none or sent something else (then not measured)."""
+    if hasattr(raw, "model_dump"):  # litellm's objects
+        raw = raw.model_dump()
+    content = raw.get("content") if isinstance(raw, dict) else None
+    if not isinstance(content, list):
+        return None
+    chosen, alternatives = [], []
+    for token in content:
+        value = token.get("logprob") if isinstance(token, dict) else None
+        top = token.get("top_logprobs") if isinstance(token, dict) else None
+        if not _finite(value) or not isinstance(top, list):
+            return None
+        values = [t.get("logprob") if isinstance(t, dict) else None for t in top]
+        if not all(_finite(v) for v in values):
+            return None
+        chosen.append(float(value))
+        alternatives.append([float(v) for v in values])
+    return top_stats(chosen, alternatives, k)
+
+
+def _finite(value: object) -> bool:
+    # A log-probability: a number ≤ 0 (servers send -9999.0 for "impossible"; that is still a number)
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value <= 0
+
+
+def logprob_request(params: SamplingParams) -> dict[str, Any]:
+    """The request fields that ask a server for log-probs (OpenAI's names), when the run asked for them."""
+    if params.logprobs is None:
+        return {}
+    return {"logprobs": True, "top_logprobs": params.logprobs}
 
 
 def as_list(api_base: str | Sequence[str] | None) -> list[str]:

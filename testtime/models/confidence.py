@@ -6,7 +6,11 @@ Per completion token, from the model's own distribution p (temperature 1, before
 - the self-certainty KL(U ‖ p) = −log V − mean_j log p_j (Intuitor, arXiv 2505.19590),
 each averaged over the completion's tokens (through its end token). Computed in row chunks so a batch of long
 completions never holds every position's logits at once. Used by TTRL's confidence rewards
-(`methods/ttrl/rewards.py`).
+(`methods/ttrl/rewards.py`) and by the `hf:` backend for a run with `--logprobs`.
+
+A server reports only the k likeliest tokens of each position (`top_logprobs`): `top_stats` takes those,
+renormalised, for the entropy and the self-certainty (KL(U_k ‖ p̃) over those k), marked `top_k=k`; the chosen
+token's log-probability is the server's own, exact.
 """
 
 from __future__ import annotations
@@ -54,3 +58,29 @@ def completion_stats(model: Any, prompt: Sequence[int], completions: Sequence[Se
                 )
             )
     return stats
+
+
+def top_stats(chosen: Sequence[float], alternatives: Sequence[Sequence[float]], k: int) -> TokenStats:
+    """Statistics of one sample from a server's log-probs: per token, the chosen token's and the k likeliest
+    alternatives' (k = 0: the chosen ones only; then no entropy or self-certainty)."""
+    n = len(chosen)
+    if n == 0:
+        return TokenStats(tokens=0, top_k=k)
+    entropies, certainties = [], []
+    for row in alternatives:
+        top = sorted(row, reverse=True)[:k] if k else []
+        if len(top) < 2:  # one alternative (or none) carries no spread to measure
+            continue
+        peak = max(top)
+        total = peak + math.log(sum(math.exp(v - peak) for v in top))
+        renormalised = [v - total for v in top]
+        entropies.append(-sum(math.exp(v) * v for v in renormalised))
+        certainties.append(-math.log(len(top)) - sum(renormalised) / len(top))
+    covered = k >= 2 and len(entropies) == n  # every position reported: else the means would skew
+    return TokenStats(
+        tokens=n,
+        logprob_mean=sum(chosen) / n,
+        entropy_mean=sum(entropies) / n if covered else None,
+        self_certainty=sum(certainties) / n if covered else None,
+        top_k=k,
+    )

@@ -19,9 +19,10 @@ from typing import Any
 from testtime.core.errors import UserError
 from testtime.core.extras import require
 from testtime.core.model import LanguageModel
-from testtime.core.records import Completion, Message, SamplingParams, Usage
+from testtime.core.records import Completion, Message, SamplingParams, TokenStats, Usage
 from testtime.models import MODELS
 from testtime.models.batching import BatchRow, MicroBatcher
+from testtime.models.confidence import completion_stats
 from testtime.models.prefill import generate_shared, through_end
 
 log = logging.getLogger(__name__)  # what a user waits for: the CLI shows these lines (`cli/display.py`)
@@ -65,10 +66,12 @@ def embedded_model_dir(alias: str) -> Path:
 
 
 def _sampling_group(params: SamplingParams) -> tuple[Any, ...]:
-    return (params.temperature, params.top_p, params.max_tokens, params.stop)
+    return (params.temperature, params.top_p, params.max_tokens, params.stop, params.logprobs is None)
 
 
 class HFModel(LanguageModel):
+    token_stats = "full"
+
     def __init__(self, path: str, *, name: str, max_batch: int = 16, device: str | None = None) -> None:
         self.name = name
         self.path = path
@@ -152,10 +155,12 @@ class HFModel(LanguageModel):
         output = generate_shared(model, unique["input_ids"], unique["attention_mask"], counts, **options)
         # Each sample is charged its share of the batch's wall time, so ledger totals add up to compute used.
         latency = (time.perf_counter() - started) / len(output)
-        generated = output.tolist()
+        generated = [through_end(row, self._end_ids) for row in output.tolist()]
         prompt_lengths = unique["attention_mask"].sum(dim=1).repeat_interleave(counts).tolist()
+        stats = self._token_stats(unique, counts.tolist(), generated) if params.logprobs is not None else None
         completions = [
-            self._decode(ids, int(plen), params, latency) for ids, plen in zip(generated, prompt_lengths, strict=True)
+            self._decode(ids, int(plen), params, latency, stats[i] if stats else None)
+            for i, (ids, plen) in enumerate(zip(generated, prompt_lengths, strict=True))
         ]
         starts = dict(zip(distinct, (counts.cumsum(0) - counts).tolist(), strict=True))  # each prompt's first sample
         grouped = []
@@ -164,8 +169,20 @@ class HFModel(LanguageModel):
             starts[text] += row.n
         return grouped
 
-    def _decode(self, ids: list[int], prompt_tokens: int, params: SamplingParams, latency: float) -> Completion:
-        ids = through_end(ids, self._end_ids)
+    def _token_stats(self, unique: Any, counts: list[int], generated: list[list[int]]) -> list[TokenStats]:
+        """Each sample's statistics under the full distribution, from one forward pass per prompt's samples
+        (tokens through the end token; text cut at a stop string keeps the statistics of all it generated)."""
+        stats: list[TokenStats] = []
+        first = 0
+        for row, count in enumerate(counts):
+            prompt = unique["input_ids"][row][unique["attention_mask"][row] == 1].tolist()
+            stats += completion_stats(self._model, prompt, generated[first : first + count])
+            first += count
+        return stats
+
+    def _decode(
+        self, ids: list[int], prompt_tokens: int, params: SamplingParams, latency: float, stats: TokenStats | None
+    ) -> Completion:
         ended = bool(ids) and ids[-1] in self._end_ids
         text = self._tokenizer.decode(ids, skip_special_tokens=True)
         for stop in params.stop:
@@ -177,6 +194,7 @@ class HFModel(LanguageModel):
             latency_s=latency,
             usage=Usage(prompt_tokens=prompt_tokens, completion_tokens=len(ids)),
             cost_usd=0.0,
+            token_stats=stats,
         )
 
 

@@ -5,12 +5,15 @@ timeouts are exercised for real. Faults are scripted per request number: `faults
 "hang"}`, or for every request (`fault=...`); bytes are a 200 with that body (a malformed answer).
 `"echo401"` answers 401 with the request's key in the error message, as OpenAI's "Incorrect API key
 provided: ..." does. Answers come from `reply(messages) -> str` (default: box the last number of the last
-message), cut at the request's `max_tokens` (a word a token) with `finish_reason: "length"`.
+message), cut at the request's `max_tokens` (a word a token) with `finish_reason: "length"`. A request that asks
+for `logprobs` gets them, a word a token: each chosen with probability 0.6 among `top_logprobs` alternatives
+(`ALTERNATIVES`, the likeliest first).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 import threading
 import time
@@ -19,6 +22,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 Reply = Callable[[list[dict[str, Any]]], str]
+ALTERNATIVES = [0.6, 0.3, 0.1] + [1e-6] * 17  # a token's top-20 probabilities; the chosen token is the first
+
+
+def token_logprobs(words: list[str], top: int) -> dict[str, Any]:
+    """OpenAI's `logprobs` of a choice: each word a token, chosen at p=0.6, with `top` alternatives."""
+    alternatives = [{"token": f"t{j}", "logprob": math.log(p)} for j, p in enumerate(ALTERNATIVES[:top])]
+    return {
+        "content": [{"token": w, "logprob": math.log(ALTERNATIVES[0]), "top_logprobs": alternatives} for w in words]
+    }
 
 
 def box_last_number(messages: list[dict[str, Any]]) -> str:
@@ -124,6 +136,13 @@ class MockChatServer:
                 prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in messages)
                 with server._lock:
                     server.completed += 1
+                choice: dict[str, Any] = {
+                    "index": 0,
+                    "finish_reason": finish,
+                    "message": {"role": "assistant", "content": text},
+                }
+                if request.get("logprobs"):
+                    choice["logprobs"] = token_logprobs(text.split(), int(request.get("top_logprobs") or 0))
                 self._send(
                     200,
                     {
@@ -131,9 +150,7 @@ class MockChatServer:
                         "object": "chat.completion",
                         "created": int(time.time()),
                         "model": request.get("model", "mock"),
-                        "choices": [
-                            {"index": 0, "finish_reason": finish, "message": {"role": "assistant", "content": text}}
-                        ],
+                        "choices": [choice],
                         "usage": {
                             "prompt_tokens": prompt_tokens,
                             "completion_tokens": len(text.split()),

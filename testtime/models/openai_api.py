@@ -29,7 +29,7 @@ from testtime.core.records import Completion, Message, SamplingParams, Usage, us
 from testtime.core.rollout import parse_retry_after
 from testtime.core.secrets import environment_secrets, redact_url, url_secrets
 from testtime.models import MODELS
-from testtime.models.api import as_list, content_text
+from testtime.models.api import as_list, content_text, logprob_request, served_token_stats
 
 OUT_FIRST_S = 2.0  # how long a server that failed stays out, doubling on each further failure
 OUT_MAX_S = 60.0
@@ -73,6 +73,7 @@ class Server:
 
 
 class OpenAIModel(LanguageModel):
+    token_stats = "top-k"
     price: float | None = None  # per call: unknown for a remote server; $0 for one we run ourselves
 
     def __init__(
@@ -168,6 +169,7 @@ class OpenAIModel(LanguageModel):
             request["seed"] = params.seed
         if params.stop:
             request["stop"] = list(params.stop)
+        request |= logprob_request(params)
         last = ""
         for server in self._order():
             started = time.perf_counter()
@@ -189,7 +191,7 @@ class OpenAIModel(LanguageModel):
             if status >= 400:
                 raise ModelError(_status_text(status, body))
             server.answered()
-            return _completion(body, time.perf_counter() - started, self.price)
+            return _completion(body, time.perf_counter() - started, self.price, params.logprobs)
         raise TransientModelError(f"no server answered ({last})")
 
 
@@ -202,7 +204,7 @@ def _status_text(status: int, body: bytes) -> str:
     return f"HTTP {status}: {body[:300].decode('utf-8', 'replace')}"
 
 
-def _completion(body: bytes, latency: float, price: float | None) -> Completion:
+def _completion(body: bytes, latency: float, price: float | None, logprobs: int | None = None) -> Completion:
     """A 200's body as a completion. Anything else (not JSON, no choice, content that is neither text nor
     text parts) is a paid, malformed answer: a transient error that the engine records and retries, bounded;
     token counts that are not plain non-negative integers are recorded as unknown."""
@@ -217,9 +219,10 @@ def _completion(body: bytes, latency: float, price: float | None) -> Completion:
         reason = choice.get("finish_reason")
     except (KeyError, IndexError, TypeError, AttributeError, ValueError):
         raise MalformedAnswer(f"the server's answer is not a chat completion: {body[:200]!r}", usage, price) from None
+    stats = None if logprobs is None else served_token_stats(choice.get("logprobs"), logprobs)
     return Completion(
         text=text, finish_reason="length" if reason == "length" else "stop", usage=usage, latency_s=latency,
-        cost_usd=price,
+        cost_usd=price, token_stats=stats,
     )  # fmt: skip
 
 

@@ -17,15 +17,18 @@ from typing import Any
 
 from testtime.core.errors import UserError
 from testtime.core.model import LanguageModel
-from testtime.core.records import Completion, Message, SamplingParams, Usage
+from testtime.core.records import Completion, Message, SamplingParams, TokenStats, Usage
 from testtime.models import MODELS
 from testtime.models.batching import BatchRow, MicroBatcher
+from testtime.models.confidence import top_stats
 from testtime.models.openai_api import OpenAIModel
 from testtime.models.vllm_server import CPU_DEFAULTS, INSTALL_HINT, VLLMServer, vllm_python
 
 
 class VLLMModel(LanguageModel):
     """vLLM's offline engine in this process."""
+
+    token_stats = "top-k"
 
     def __init__(self, path: str, *, name: str, max_batch: int = 256, engine_args: dict[str, Any] | None = None):
         self.name = name
@@ -73,6 +76,7 @@ class VLLMModel(LanguageModel):
                 max_tokens=row.params.max_tokens,
                 seed=row.params.seed,
                 stop=list(row.params.stop) or None,
+                logprobs=row.params.logprobs,
             )
             for row in rows
         ]
@@ -88,11 +92,27 @@ class VLLMModel(LanguageModel):
                     usage=Usage(prompt_tokens=len(out.prompt_token_ids), completion_tokens=len(o.token_ids)),
                     latency_s=latency,
                     cost_usd=0.0,
+                    token_stats=None if row.params.logprobs is None else engine_token_stats(o, row.params.logprobs),
                 )
                 for o in out.outputs
             ]
-            for out in outputs
+            for row, out in zip(rows, outputs, strict=True)
         ]
+
+
+def engine_token_stats(output: Any, k: int) -> TokenStats | None:
+    """A vLLM sample's statistics from its `logprobs` (per position, token id → Logprob, the chosen token's
+    among the k likeliest). vLLM reports the raw model's log-probs (before temperature and top-p)."""
+    positions = getattr(output, "logprobs", None)
+    if positions is None or len(positions) != len(output.token_ids):
+        return None
+    chosen, alternatives = [], []
+    for token, alternatives_here in zip(output.token_ids, positions, strict=True):
+        chosen.append(float(alternatives_here[token].logprob))
+        # the chosen token is always reported, ranked or not: only the k ranked ones are the alternatives
+        ranked = sorted(alternatives_here.values(), key=lambda lp: lp.logprob, reverse=True)[:k]
+        alternatives.append([float(lp.logprob) for lp in ranked])
+    return top_stats(chosen, alternatives, k)
 
 
 class VLLMServedModel(OpenAIModel):

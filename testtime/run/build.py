@@ -29,13 +29,16 @@ def build_method(settings: RunSettings) -> Method:
 
 def build_model(settings: RunSettings) -> LanguageModel:
     """The backend `--model` names, with the run's servers, key variable, batch size and timeout."""
-    return resolve_model(
+    model = resolve_model(
         settings.model,
         api_base=settings.api_base,
         api_key_env=settings.api_key_env,
         max_batch=settings.concurrency,
         request_timeout_s=settings.request_timeout,
     )
+    if settings.logprobs is not None and model.token_stats is None:
+        raise UserError(f"--logprobs: {model.name} gives no token log-probabilities (hf:, vllm:, openai:, litellm: do)")
+    return model
 
 
 def load_problems(benchmark: Benchmark, limit: int | None) -> tuple[list[Problem], SealedReferences]:

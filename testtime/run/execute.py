@@ -75,6 +75,7 @@ def execute(run: OpenRun, observer: RunObserver | None = None, retry_errors: boo
         max_cost_usd=settings.max_cost,
         max_tokens_total=settings.max_tokens_total,
         trace=Trace(directory.path),
+        logprobs=settings.logprobs,
     )
     effective = run.manifest.effective
     ctx = MethodContext(

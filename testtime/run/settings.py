@@ -50,6 +50,7 @@ class RunSettings(BaseModel):
     request_timeout: float = Field(default=600.0, gt=0)  # seconds per attempt; a reasoning call may take minutes
     max_cost: float | None = Field(default=None, gt=0)  # USD; stops cleanly, resumable with a larger budget
     max_tokens_total: int | None = Field(default=None, gt=0)
+    logprobs: int | None = Field(default=None, ge=0, le=20)  # token statistics per sample; k alternatives a token
 
     _urls = field_validator("api_base")(_http_urls)
 

@@ -104,6 +104,7 @@ class ServedRun:
             max_cost_usd=settings.max_cost,
             max_tokens_total=settings.max_tokens_total,
             trace=Trace(self.directory.path),
+            logprobs=settings.logprobs,
         )
         self.sandbox: Sandbox | None = None
         self._sandbox_lock = asyncio.Lock()

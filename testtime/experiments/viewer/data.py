@@ -183,6 +183,7 @@ def detail(run: LoadedRun, pid: str) -> dict[str, Any]:
             "chosen": selection is not None and c.index == selection.index,
             "why": explain.why(record, i, c.answer, c.error, domain),
             "call": _text(run, c.call, shared),
+            "token_stats": c.token_stats.model_dump() if c.token_stats else None,
         }
         for i, c in enumerate(record.candidates)
     ]

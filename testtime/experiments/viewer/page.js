@@ -109,13 +109,21 @@ function callView(call) {
   return messagesView(`prompt (${call.purpose}, round ${call.step ?? "–"}, ${call.outcome}${shared})`, call.messages);
 }
 
+// a sample's token statistics (runs with --logprobs): what was measured, over which distribution
+function statsText(s) {
+  if (!s) return "";
+  const parts = [["mean log p", s.logprob_mean], ["entropy", s.entropy_mean], ["self-certainty", s.self_certainty]]
+    .filter(([, v]) => v !== null).map(([name, v]) => `${name} ${v.toFixed(3)}`);
+  return ` · ${s.tokens} tokens · ${parts.join(" · ")} (${s.top_k === null ? "full distribution" : `top ${s.top_k}`})`;
+}
+
 function candidatesView(cands) {
   const t = $("table", {}, $("tr", {}, ...["#", "", "answer", "class", "score", "why"].map(x => $("th", {text: x}))));
   for (const c of cands) {
     const row = $("tr", {class: c.chosen ? "chosen" : ""}, $("td", {text: c.index}), $("td", {}, verdict(c.correct)),
       $("td", {text: c.answer === null ? "(none)" : c.answer.slice(0, 120)}), $("td", {text: fmt(c.class, 0)}), $("td", {text: fmt(c.score, 2)}),
       $("td", {class: "why", text: c.why ?? (c.error ? `error: ${c.error}` : (c.status ?? ""))}));
-    const more = $("tr", {}, $("td", {colspan: 6}, $("details", {}, $("summary", {text: "text"}), $("pre", {text: c.text})), callView(c.call)));
+    const more = $("tr", {}, $("td", {colspan: 6}, $("details", {}, $("summary", {text: "text" + statsText(c.token_stats)}), $("pre", {text: c.text})), callView(c.call)));
     t.append(row, more);
   }
   return t;

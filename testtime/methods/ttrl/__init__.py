@@ -132,6 +132,7 @@ class TTRL(Method):
             cache=ctx.engine.cache,
             ledger=ctx.engine.ledger,
             concurrency=ctx.engine.concurrency,
+            logprobs=ctx.engine.logprobs,
         )
         try:
             after = await self._evaluate(problems, ctx, engine, after=True)
