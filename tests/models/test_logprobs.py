@@ -209,12 +209,23 @@ def test_a_run_records_each_candidates_statistics_and_resumes_from_its_cache(tes
     stats = [c["token_stats"] for r in records for c in r["candidates"]]
     assert len(stats) == 6 and all(s["top_k"] == 4 and s["tokens"] > 0 for s in stats)
     assert all(s["logprob_mean"] == pytest.approx(math.log(0.6)) for s in stats)
+    predictions = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
+    assert [p["logprob_mean"] == pytest.approx(math.log(0.6)) for p in predictions] == [True, True]
 
 
-def test_asking_a_backend_without_them_is_one_line_and_leaves_no_run(testtime_cli, tmp_path) -> None:
-    out = tmp_path / "run"
-    done = testtime_cli("run", "--model", "fake:echo", "--logprobs", "3", "--limit", "1", "--out", str(out))
-    assert done.returncode == 2 and "fake:echo gives no token log-probabilities" in done.stderr
-    assert "Traceback" not in done.stderr and not out.exists()
-    too_many = testtime_cli("run", "--model", "fake:echo", "--logprobs", "21", "--limit", "1", "--out", str(out))
-    assert too_many.returncode == 2 and "--logprobs" in too_many.stderr and not out.exists()
+def test_a_predictions_log_prob_is_its_answers_samples_and_null_unless_asked(testtime_cli, tmp_path) -> None:
+    answers = iter(["\\boxed{1}", "\\boxed{1}", "\\boxed{2}"])
+    token_p = {"\\boxed{1}": 0.6, "\\boxed{2}": 0.1}  # one word, one token: the answer's own log-prob
+    with MockChatServer(reply=lambda messages: next(answers), token_p=token_p.__getitem__) as server:
+        asked = ["--model", "openai:mock", "--api-base", server.url, "--n", "3", "--limit", "1", "--quiet"]
+        done = testtime_cli("run", "--method", "majority", *asked, "--logprobs", "2", "--out", str(tmp_path / "a"))
+    assert done.returncode == 0, done.stderr
+    [record] = [json.loads(line) for line in (tmp_path / "a" / "results.jsonl").read_text().splitlines()]
+    assert sorted(c["answer"] for c in record["candidates"]) == ["1", "1", "2"]
+    [prediction] = [json.loads(line) for line in (tmp_path / "a" / "predictions.jsonl").read_text().splitlines()]
+    # the majority class's samples only: log 0.6, never averaged with the "2" sample's log 0.1
+    assert prediction["prediction"] == "1" and prediction["logprob_mean"] == pytest.approx(math.log(0.6))
+    done = testtime_cli("run", "--method", "majority", "--model", "fake:echo", "--limit", "1", "--quiet",
+                        "--out", str(tmp_path / "b"))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads((tmp_path / "b" / "predictions.jsonl").read_text())["logprob_mean"] is None

@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from testtime.core.answers import equivalent
+from testtime.core.records import Candidate
 from testtime.core.results import ProblemResult, ResultRecord, TTRLStep
 from testtime.core.selection import ExclusivityEvidence
 from testtime.evaluation.summary import Distribution, LabelFreeSummary
@@ -37,6 +38,7 @@ class Prediction(BaseModel):
     step: int | None = None  # TTRL: the optimiser step of the weights that answered
     selector: str | None = None  # the rule that chose it
     error: str | None = None  # every sample failed: why
+    logprob_mean: float | None = None  # --logprobs: the answer's samples' mean token log-prob; null: not asked
 
 
 def confidence(result: ProblemResult) -> float | None:
@@ -65,7 +67,25 @@ def prediction_of(
         step=trained_steps if result.ttrl is not None else None,
         selector=result.selection.rule if result.selection else None,
         error=failed[0] if failed and len(failed) == len(result.candidates) else None,
+        logprob_mean=answer_logprob(result),
     )
+
+
+def answer_logprob(result: ProblemResult) -> float | None:
+    """The mean token log-probability of the samples that gave the answer (its class; TTRL: the samples
+    equivalent to it), a second label-free confidence where the run asked for log-probs; None otherwise."""
+    if result.prediction is None:
+        return None
+    selection, answer = result.selection, result.prediction
+
+    def gave_it(candidate: Candidate) -> bool:
+        if selection is not None:
+            return selection.in_selected_class(candidate.index)
+        return candidate.answer is not None and equivalent(candidate.answer, answer)
+
+    stats = [c.token_stats for c in result.candidates if c.token_stats is not None and gave_it(c)]
+    values = [s.logprob_mean for s in stats if s.logprob_mean is not None]
+    return mean(values) if values else None
 
 
 def distribution(values: Sequence[float]) -> Distribution | None:

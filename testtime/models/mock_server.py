@@ -6,8 +6,8 @@ timeouts are exercised for real. Faults are scripted per request number: `faults
 `"echo401"` answers 401 with the request's key in the error message, as OpenAI's "Incorrect API key
 provided: ..." does. Answers come from `reply(messages) -> str` (default: box the last number of the last
 message), cut at the request's `max_tokens` (a word a token) with `finish_reason: "length"`. A request that asks
-for `logprobs` gets them, a word a token: each chosen with probability 0.6 among `top_logprobs` alternatives
-(`ALTERNATIVES`, the likeliest first).
+for `logprobs` gets them, a word a token: each chosen with probability `token_p(word)` (0.6) among
+`top_logprobs` alternatives (`ALTERNATIVES`, the likeliest first).
 """
 
 from __future__ import annotations
@@ -25,12 +25,10 @@ Reply = Callable[[list[dict[str, Any]]], str]
 ALTERNATIVES = [0.6, 0.3, 0.1] + [1e-6] * 17  # a token's top-20 probabilities; the chosen token is the first
 
 
-def token_logprobs(words: list[str], top: int) -> dict[str, Any]:
-    """OpenAI's `logprobs` of a choice: each word a token, chosen at p=0.6, with `top` alternatives."""
+def token_logprobs(words: list[str], top: int, token_p: Callable[[str], float]) -> dict[str, Any]:
+    """OpenAI's `logprobs` of a choice: each word a token, chosen at `token_p(word)`, with `top` alternatives."""
     alternatives = [{"token": f"t{j}", "logprob": math.log(p)} for j, p in enumerate(ALTERNATIVES[:top])]
-    return {
-        "content": [{"token": w, "logprob": math.log(ALTERNATIVES[0]), "top_logprobs": alternatives} for w in words]
-    }
+    return {"content": [{"token": w, "logprob": math.log(token_p(w)), "top_logprobs": alternatives} for w in words]}
 
 
 def box_last_number(messages: list[dict[str, Any]]) -> str:
@@ -47,8 +45,10 @@ class MockChatServer:
         retry_after_s: float | str = 0.05,
         fault: int | str | bytes | None = None,
         backlog: int = 256,
+        token_p: Callable[[str], float] = lambda word: ALTERNATIVES[0],
     ) -> None:
         self.reply = reply
+        self.token_p = token_p
         self.latency_s = latency_s
         self.faults = dict(faults or {})
         self.fault = fault
@@ -142,7 +142,8 @@ class MockChatServer:
                     "message": {"role": "assistant", "content": text},
                 }
                 if request.get("logprobs"):
-                    choice["logprobs"] = token_logprobs(text.split(), int(request.get("top_logprobs") or 0))
+                    top = int(request.get("top_logprobs") or 0)
+                    choice["logprobs"] = token_logprobs(text.split(), top, server.token_p)
                 self._send(
                     200,
                     {
