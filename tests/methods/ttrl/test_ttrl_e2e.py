@@ -1,5 +1,5 @@
-"""TTRL end to end through the CLI: refusals before any trace, and a real 2-step run on the embedded model
-that is killed after its first checkpoint and resumed."""
+"""TTRL end to end through the CLI: refusals before any trace, and a real 4-step run on the embedded model that
+is killed (-9) after its first checkpoint, resumed, stopped by SIGTERM at a step, and resumed to the end."""
 
 import json
 import signal
@@ -37,38 +37,49 @@ def _weights(folder: Path) -> dict:
 
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
-def test_two_steps_train_the_weights_and_resume_after_a_kill(tmp_path):
+def test_training_survives_a_kill_and_stops_at_a_step_on_sigterm(tmp_path):
     from testtime.models.hf import embedded_model_dir
 
     run = tmp_path / "run"
     args = [sys.executable, "-m", "testtime.cli", "run", "--method", "ttrl", "--preset", "cpu", "--bench", "arith"]
-    args += ["--bench-opt", "size=4", "--steps", "2", "--n", "2", "--quiet"]
+    args += ["--bench-opt", "size=4", "--steps", "4", "--n", "2", "--quiet"]
     # 2 prompts per rollout step, one update each; 12 votes of which 8 are trained (4 extra votes per prompt)
     for option in ("save_steps=1", "prompts_per_step=2", "mini_batch_prompts=2", "n_vote=12", "report_to=tensorboard"):
         args += ["--method-opt", option]
+    resume = [sys.executable, "-m", "testtime.cli", "run", "--resume", str(run), "--quiet"]
+
+    def until_checkpoint(process: subprocess.Popen, step: int) -> None:
+        saved = run / "ttrl" / "checkpoints" / f"checkpoint-{step}" / "trainer_state.json"
+        deadline = time.time() + 600
+        while time.time() < deadline and not saved.exists() and process.poll() is None:
+            time.sleep(0.2)
+        assert saved.exists(), process.communicate()[1][-3000:] if process.poll() is not None else "no checkpoint"
+
     first = subprocess.Popen([*args, "--out", str(run)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    saved = run / "ttrl" / "checkpoints" / "checkpoint-1" / "trainer_state.json"
-    deadline = time.time() + 600
-    while time.time() < deadline and not saved.exists() and first.poll() is None:
-        time.sleep(0.2)
-    assert saved.exists(), first.communicate()[1][-3000:] if first.poll() is not None else "no checkpoint in time"
+    until_checkpoint(first, 1)
     first.send_signal(signal.SIGKILL)
     first.communicate()
     assert not (run / "ttrl" / "final").exists()
 
-    resumed = subprocess.run(
-        [sys.executable, "-m", "testtime.cli", "run", "--resume", str(run), "--quiet"],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    # SIGTERM mid-training: the step in flight finishes and is checkpointed, training ends there, the run says
+    # how to resume and exits 128 + 15 (before, the trainer's thread trained on to the last step)
+    second = subprocess.Popen(resume, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    until_checkpoint(second, 2)
+    second.send_signal(signal.SIGTERM)
+    _, stderr = second.communicate(timeout=300)
+    assert second.returncode == 128 + signal.SIGTERM, stderr[-3000:]
+    assert "--resume" in stderr and not (run / "ttrl" / "final").exists()
+    trained_so_far = [json.loads(line)["step"] for line in (run / "ttrl" / "steps.jsonl").read_text().splitlines()]
+    assert trained_so_far in ([1, 2], [1, 2, 3])
+
+    resumed = subprocess.run(resume, capture_output=True, text=True, timeout=900)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     steps = [json.loads(line)["step"] for line in (run / "ttrl" / "steps.jsonl").read_text().splitlines()]
-    assert steps == [1, 2]  # step 1 came from the checkpoint, not trained again
+    assert steps == [1, 2, 3, 4]  # each step trained once: the checkpoints were resumed, never retrained
     kept = sorted(p.name for p in (run / "ttrl" / "checkpoints").glob("checkpoint-*"))
-    assert kept == ["checkpoint-2"]  # only the last is kept: each holds the weights and the optimiser's state
+    assert kept == ["checkpoint-4"]  # only the last is kept: each holds the weights and the optimiser's state
     train_lines = [e for e in read_entries(run / "ledger.jsonl") if e.kind == "train_step"]
-    assert [e.step for e in train_lines] == [1, 2]
+    assert [e.step for e in train_lines] == [1, 2, 3, 4]
     assert all(e.train_tokens > 0 and (e.flops or 0) > 0 for e in train_lines)
 
     base, trained = _weights(embedded_model_dir("smollm2-135m")), _weights(run / "ttrl" / "final")
@@ -77,10 +88,10 @@ def test_two_steps_train_the_weights_and_resume_after_a_kill(tmp_path):
 
     summary = json.loads((run / "summary.json").read_text())
     ttrl = summary["ttrl"]
-    assert summary["problems"] == 4 and summary["complete"]
+    assert summary["problems"] == 4 and summary["complete"] and summary["stopped"] is None
     assert set(ttrl) >= {"pass@1_before", "pass@1_after", "pass@1_gain", "maj@k_before", "per_step"}
-    assert ttrl["per_step"]["step"] == [1, 2]
-    assert summary["ledger"]["train_steps"] == 2
+    assert ttrl["per_step"]["step"] == [1, 2, 3, 4]
+    assert summary["ledger"]["train_steps"] == 4
     compute = ttrl["compute"]  # on the compute frontier: training counted, beside the base majority there
     assert compute["tokens_per_problem"] > compute["train_tokens"] / 4 > 0
     assert summary["same_budget_majority_n"] == compute["same_tokens_k"] >= 2
@@ -88,10 +99,10 @@ def test_two_steps_train_the_weights_and_resume_after_a_kill(tmp_path):
     assert point.series == "ttrl (after training)" and point.tokens == compute["tokens_per_problem"]
     records = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
     voted = [v for r in records for v in r["ttrl"]["votes"]]
-    assert len(voted) == 4 and all(len(v["answers"]) == 8 for v in voted)  # 2 steps × 2 prompts, 8 trained each
+    assert len(voted) == 8 and all(len(v["answers"]) == 8 for v in voted)  # 4 steps × 2 prompts, 8 trained each
     assert list((run / "ttrl" / "tensorboard").glob("**/events.out.tfevents*"))  # TRL's metrics, to a tracker
     purposes = [e.purpose for e in read_entries(run / "ledger.jsonl")]
-    assert purposes.count("ttrl_vote") >= 4 * 4  # the extra votes are in the ledger too (a killed step's as well)
+    assert purposes.count("ttrl_vote") >= 8 * 4  # the extra votes are in the ledger too (a killed step's as well)
 
 
 @pytest.mark.slow

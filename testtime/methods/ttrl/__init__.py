@@ -123,8 +123,11 @@ class TTRL(Method):
             # the trainer's thread hands each step's votes back to this loop, where the sandbox and engine live
             run_async=lambda coroutine: asyncio.run_coroutine_threadsafe(coroutine, loop).result(),
             oracle=ctx.oracle,
+            stop_requested=lambda: ctx.engine.stop is not None,
         )
         final = await asyncio.to_thread(train_ttrl, job)
+        if final is None or ctx.engine.stop is not None:  # a stop signal: the step in flight was checkpointed
+            raise ctx.engine.stop or RuntimeError("TTRL training ended early without a stop")
         trained = resolve_model(f"{provider}:{final}", max_batch=ctx.engine.concurrency)
         engine = RolloutEngine(
             trained,

@@ -77,6 +77,8 @@ class TrainingJob:
     seed: int = 0
     run_async: RunAsync[Any] = asyncio.run  # the reward's votes: on the run's event loop where there is one
     oracle: LabelOracle | None = None  # the `oracle` reward's labels; None for every label-free reward
+    # A stop signal (Ctrl-C, SIGTERM): the step in flight finishes, is checkpointed, and training ends there
+    stop_requested: Callable[[], bool] = lambda: False
 
     @property
     def root(self) -> Path:
@@ -135,11 +137,17 @@ def make_callback(job: TrainingJob, buffer: StepBuffer, parameters: int, started
             append_step(steps_path, TTRLStep.model_validate(record))
             self.clock = now
 
+        def on_step_end(self, args: Any, state: Any, control: Any, **_: Any) -> None:
+            if job.stop_requested():
+                control.should_save = True  # the resume point: nothing trained is lost
+                control.should_training_stop = True
+
     return TTRLCallback()
 
 
-def train_ttrl(job: TrainingJob) -> Path:
-    """Train with the selection reward until the configured steps (or a collapse stop); returns `ttrl/final`."""
+def train_ttrl(job: TrainingJob) -> Path | None:
+    """Train with the selection reward until the configured steps (or a collapse stop); returns `ttrl/final`,
+    or None when a stop signal ended training early (its last step checkpointed: `--resume` continues)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TENSORBOARD_LOGGING_DIR", str(job.root / "tensorboard"))  # in the run directory
     import torch
@@ -234,6 +242,8 @@ def train_ttrl(job: TrainingJob) -> Path:
     parameters = sum(p.numel() for p in trainer.model.parameters())
     trainer.add_callback(make_callback(job, buffer, parameters, started_step))
     trainer.train(resume_from_checkpoint=str(_last_checkpoint(checkpoints) or "") or None)
+    if job.stop_requested() and trainer.state.global_step < config.max_steps:
+        return None
     staging = root / "final.tmp"
     trainer.save_model(str(staging))
     tokenizer.save_pretrained(str(staging))
