@@ -229,17 +229,17 @@ def served_token_stats(raw: Any, k: int) -> TokenStats | None:
     for token in content:
         value = token.get("logprob") if isinstance(token, dict) else None
         top = token.get("top_logprobs") if isinstance(token, dict) else None
-        if not _finite(value) or not isinstance(top, list):
+        if not _is_logprob(value) or not isinstance(top, list):
             return None
         values = [t.get("logprob") if isinstance(t, dict) else None for t in top]
-        if not all(_finite(v) for v in values):
+        if not all(_is_logprob(v) for v in values):
             return None
         chosen.append(float(value))
         alternatives.append([float(v) for v in values])
     return top_stats(chosen, alternatives, k)
 
 
-def _finite(value: object) -> bool:
+def _is_logprob(value: object) -> bool:
     # A log-probability: a number ≤ 0 (servers send -9999.0 for "impossible"; that is still a number)
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value <= 0
 
