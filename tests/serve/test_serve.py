@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import re
 import signal
@@ -103,6 +104,18 @@ def test_majority_through_the_openai_sdk_counts_every_upstream_call(tmp_path: Pa
     summary = run.read_summary()
     assert summary is not None and summary.problems == 1 and summary.accuracy is None  # nothing graded, never 0
     assert UPSTREAM_KEY not in every_file_text(server["out"])
+
+
+def test_a_server_with_logprobs_reports_the_answers_token_confidence(tmp_path: Path) -> None:
+    with MockChatServer() as upstream, serving(upstream.url, tmp_path, "--logprobs", "2") as server:
+        reply = client(server["url"]).chat.completions.create(
+            model=f"majority-3/{SPEC}", messages=[{"role": "user", "content": "What is 40 + 2? Say 42."}]
+        )
+    assert all(body["logprobs"] is True and body["top_logprobs"] == 2 for body in upstream.bodies)
+    extra = reply.model_extra["testtime"]  # type: ignore[index]
+    assert extra["logprob_mean"] == pytest.approx(math.log(0.6))  # every mock token is drawn at p = 0.6
+    (record,) = RunDir.open_existing(server["out"]).read_results()
+    assert all(c.token_stats is not None and c.token_stats.top_k == 2 for c in record.candidates)
 
 
 def test_litellm_as_a_client_and_a_pinned_seed_redraws_the_same_samples(

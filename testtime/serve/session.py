@@ -29,7 +29,7 @@ from testtime.core.records import Message, Problem, SamplingParams
 from testtime.core.results import ProblemResult, ResultRecord
 from testtime.core.rollout import RetryPolicy, RolloutEngine
 from testtime.core.trace import Trace
-from testtime.evaluation.labelfree import confidence
+from testtime.evaluation.labelfree import answer_logprob, confidence
 from testtime.evaluation.scoring import unlabelled
 from testtime.methods import METHODS, MethodContext, PerProblem, load_methods
 from testtime.run.lifecycle import ServedDir
@@ -271,6 +271,7 @@ def _info(result: ProblemResult | None, served: ServedRecord) -> dict[str, Any]:
         "confidence": confidence(result) if result else None,
         "candidates": [c.answer for c in result.candidates] if result else [],
         "vote_share": result.selection.majority_ratio if result and result.selection else None,
+        "logprob_mean": answer_logprob(result) if result else None,  # served with --logprobs; else null
         "calls": served.calls,
         "cost_usd": served.cost_usd,
         "seed": served.seed,
