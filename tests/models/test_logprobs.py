@@ -211,6 +211,12 @@ def test_a_run_records_each_candidates_statistics_and_resumes_from_its_cache(tes
     assert all(s["logprob_mean"] == pytest.approx(math.log(0.6)) for s in stats)
     predictions = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
     assert [p["logprob_mean"] == pytest.approx(math.log(0.6)) for p in predictions] == [True, True]
+    from testtime.experiments.runs import load_runs
+
+    frame = load_runs(out)
+    assert frame["logprob_mean"].dtype == "float64" and frame["logprob_mean"].tolist() == pytest.approx(
+        [math.log(0.6)] * 2
+    )
 
 
 def test_a_predictions_log_prob_is_its_answers_samples_and_null_unless_asked(testtime_cli, tmp_path) -> None:

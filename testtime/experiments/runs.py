@@ -1,7 +1,8 @@
 """Folders of runs, as researchers read them: `find_runs` turns run directories and folders that hold runs (an
 ablation grid, a `runs/` folder) into the runs inside, for `view`, `report` and `runs`; `run_rows` gives one
-row per (run, problem) with the prediction kept as text, the grade, the label-free confidence and the problem's
-tokens and cost; `load_runs` is the same as a pandas DataFrame (`testtime.load_runs`).
+row per (run, problem) with the prediction kept as text, the grade, the label-free confidence (and, with
+`--logprobs`, the answer's mean token log-prob) and the problem's tokens and cost; `load_runs` is the same as a
+pandas DataFrame (`testtime.load_runs`).
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ from typing import Any
 
 from testtime.core.errors import UserError
 from testtime.core.ledger import read_entries
-from testtime.evaluation.labelfree import confidence
+from testtime.evaluation.labelfree import answer_logprob, confidence
 from testtime.run.directory import RunDir
 
 COLUMNS = (
     "run", "path", "kind", "method", "uses_labels", "bench", "model", "problem_id", "prediction", "graded_answer",
-    "reference", "correct", "status", "confidence", "samples", "calls", "tokens", "cost_usd",
+    "reference", "correct", "status", "confidence", "logprob_mean", "samples", "calls", "tokens", "cost_usd",
 )  # fmt: skip
 
 
@@ -80,6 +81,7 @@ def run_rows(paths: Iterable[Path]) -> list[dict[str, Any]]:
                     "correct": record.correct,
                     "status": record.status,
                     "confidence": confidence(record),
+                    "logprob_mean": answer_logprob(record),  # runs with --logprobs; else null
                     "samples": len(record.candidates),
                     "calls": len(entries),
                     "tokens": sum(e.prompt_tokens + e.completion_tokens for e in entries),
@@ -102,7 +104,8 @@ def load_runs(*paths: str | os.PathLike[str]) -> Any:
     for column in ("prediction", "graded_answer", "reference", "problem_id", "run"):
         frame[column] = frame[column].astype("string")
     frame["correct"] = frame["correct"].astype("boolean")
-    frame["confidence"] = frame["confidence"].astype("float64")
+    for column in ("confidence", "logprob_mean"):
+        frame[column] = frame[column].astype("float64")
     frame["cost_usd"] = frame["cost_usd"].astype("float64")
     return frame
 
