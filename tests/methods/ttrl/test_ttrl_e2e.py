@@ -74,6 +74,7 @@ def test_training_survives_a_kill_and_stops_at_a_step_on_sigterm(tmp_path):
 
     resumed = subprocess.run(resume, capture_output=True, text=True, timeout=900)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "'loss'" not in resumed.stdout + resumed.stderr  # TRL's metric dicts go to steps.jsonl, not the console
     steps = [json.loads(line)["step"] for line in (run / "ttrl" / "steps.jsonl").read_text().splitlines()]
     assert steps == [1, 2, 3, 4]  # each step trained once: the checkpoints were resumed, never retrained
     kept = sorted(p.name for p in (run / "ttrl" / "checkpoints").glob("checkpoint-*"))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -145,6 +146,21 @@ def make_callback(job: TrainingJob, buffer: StepBuffer, parameters: int, started
     return TTRLCallback()
 
 
+def quiet_console(trainer: Any) -> None:
+    """TRL's metrics go to `steps.jsonl` (and `report_to`), not as a dict a step on the console, which buried the
+    run's own lines; the step bar stays where a person watches (a terminal), and nothing shows in a log file."""
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    class StepBar(ProgressCallback):
+        def on_log(self, *args: Any, **kwargs: Any) -> None:
+            return
+
+    trainer.remove_callback(ProgressCallback)
+    trainer.remove_callback(PrinterCallback)
+    if sys.stderr.isatty():
+        trainer.add_callback(StepBar())
+
+
 def train_ttrl(job: TrainingJob) -> Path | None:
     """Train with the selection reward until the configured steps (or a collapse stop); returns `ttrl/final`,
     or None when a stop signal ended training early (its last step checkpointed: `--resume` continues)."""
@@ -241,6 +257,7 @@ def train_ttrl(job: TrainingJob) -> Path | None:
         reward.extra_votes = lambda prompts, k: sample_extra(trainer, prompts, k)
     parameters = sum(p.numel() for p in trainer.model.parameters())
     trainer.add_callback(make_callback(job, buffer, parameters, started_step))
+    quiet_console(trainer)
     trainer.train(resume_from_checkpoint=str(_last_checkpoint(checkpoints) or "") or None)
     if job.stop_requested() and trainer.state.global_step < config.max_steps:
         return None
