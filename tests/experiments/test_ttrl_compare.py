@@ -50,6 +50,8 @@ def test_gains_and_ttrl_minus_each_control_are_paired_by_problem(tmp_path: Path)
     assert rows["majority"]["of_oracle"] is None  # no oracle among the rewards
     lines = report_lines(list(rows.values()))
     assert lines[0].startswith("reward") and lines[2].startswith("random") and "+0.417" in lines[2]
+    assert rows["majority"]["minus_format"].mean == pytest.approx(0.5)  # the format control gained nothing here
+    assert "this − format" in lines[0] and lines[1].count("+0.500") == 2  # the gain, and beyond format
 
 
 def test_each_reward_is_read_as_a_share_of_the_oracles_gain(tmp_path: Path) -> None:

@@ -125,7 +125,8 @@ def report_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
         return f"{x:{width}.3f}" if x is not None else f"{'—':>{width}}"
 
     head = f"{'reward':15} {'problems':>8} {'before':>7} {'after':>7}  {'gain (paired CI)':26} "
-    head += f"{'TTRL − this':26} {'this − random':26} {'of oracle':>9}  health (alarms, entropy, extinct)"
+    head += f"{'TTRL − this':26} {'this − random':26} {'this − format':26} {'of oracle':>9}  "
+    head += "health (alarms, entropy, extinct)"
     lines = [head]
     for row in rows:
         name = row["reward"] + (" (labels)" if row["uses_labels"] else "")
@@ -135,6 +136,6 @@ def report_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
         shown += value(health["extinct_at_last_visit"], 5).strip()
         lines.append(
             f"{name:15} {numbers}  {ci(row['gain']):26} {ci(row.get('ttrl_minus')):26} "
-            f"{ci(row.get('minus_random')):26} {value(row['of_oracle'], 9)}  {shown}"
+            f"{ci(row.get('minus_random')):26} {ci(row.get('minus_format')):26} {value(row['of_oracle'], 9)}  {shown}"
         )
     return lines
