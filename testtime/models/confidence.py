@@ -25,10 +25,15 @@ CHUNK_ROWS = 8
 
 
 def completion_stats(model: Any, prompt: Sequence[int], completions: Sequence[Sequence[int]]) -> list[TokenStats]:
-    """Statistics of each completion of one prompt (token ids, end token included where there is one)."""
+    """Statistics of each completion of one prompt (token ids, end token included where there is one). The
+    prompt is encoded once per chunk and its KV cache shared by the chunk's rows (`prefill.py`): re-encoding a
+    few-shot prompt for every sample cost 1.7–2.0× the sampling itself (perf/logprobs.py)."""
     import torch
 
+    from testtime.models.prefill import cache_argument, shared_prefix_cache
+
     stats: list[TokenStats] = []
+    past = len(prompt) - 1  # the prompt's last token is fed with the completion: its logits predict the first
     for start in range(0, len(completions), CHUNK_ROWS):
         rows = list(completions[start : start + CHUNK_ROWS])
         longest = max((len(r) for r in rows), default=0)
@@ -36,15 +41,20 @@ def completion_stats(model: Any, prompt: Sequence[int], completions: Sequence[Se
             stats += [TokenStats(tokens=0) for _ in rows]
             continue
         pad = 0
-        ids = torch.tensor([[*prompt, *r, *([pad] * (longest - len(r)))] for r in rows], device=model.device)
-        mask = torch.ones_like(ids)
+        ids = torch.tensor([[prompt[-1], *r, *([pad] * (longest - len(r)))] for r in rows], device=model.device)
+        mask = torch.ones(len(rows), past + 1 + longest, dtype=torch.long, device=model.device)
         for i, r in enumerate(rows):
-            mask[i, len(prompt) + len(r) :] = 0  # right padding: no real token attends to it
+            mask[i, past + 1 + len(r) :] = 0  # right padding: no real token attends to it
+        options: dict[str, Any] = {"position_ids": torch.arange(past, past + 1 + longest, device=model.device)[None]}
         with torch.inference_mode():
-            # the logits that predicted each completion token: positions len(prompt)-1 … end-1
-            logits = model(input_ids=ids, attention_mask=mask, logits_to_keep=longest + 1).logits[:, :-1].float()
+            if past:
+                whole = torch.tensor([list(prompt)], device=model.device)
+                counts = torch.tensor([len(rows)], device=model.device)
+                options[cache_argument(model)] = shared_prefix_cache(model, whole, torch.ones_like(whole), counts)
+            # the logits that predicted each completion token: the prompt's last position … the row's end - 1
+            logits = model(input_ids=ids, attention_mask=mask, **options).logits[:, :-1].float()
         logp = torch.log_softmax(logits, dim=-1)
-        chosen = logp.gather(-1, ids[:, len(prompt) :].unsqueeze(-1)).squeeze(-1)
+        chosen = logp.gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
         entropy = -(logp.exp() * logp).sum(-1)
         certainty = -math.log(logp.shape[-1]) - logp.mean(-1)
         for i, r in enumerate(rows):
