@@ -27,7 +27,7 @@ CHUNK_ROWS = 8
 def completion_stats(model: Any, prompt: Sequence[int], completions: Sequence[Sequence[int]]) -> list[TokenStats]:
     """Statistics of each completion of one prompt (token ids, end token included where there is one). The
     prompt is encoded once per chunk and its KV cache shared by the chunk's rows (`prefill.py`): re-encoding a
-    few-shot prompt for every sample cost 1.7–2.0× the sampling itself (perf/logprobs.py)."""
+    few-shot prompt for every sample cost 1.7–2.0× the sampling itself (perf/hf_prefill.py, second table)."""
     import torch
 
     from testtime.models.prefill import cache_argument, shared_prefix_cache
