@@ -38,8 +38,11 @@ def _run_cli(
     )
 
 
-def _interrupt_cli(*args: str, when: Callable[[], bool], sig: int, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """Start `testtime ARGS...`, wait until `when()` holds (at most a minute), send `sig`, collect the outcome."""
+def _interrupt_cli(
+    *args: str, when: Callable[[], bool], sig: int, cwd: Path, patience: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """Start `testtime ARGS...`, wait until `when()` holds (at most `patience` seconds), send `sig`, collect the
+    outcome."""
     process = subprocess.Popen(
         [sys.executable, "-m", "testtime.cli", *args],
         stdout=subprocess.PIPE,
@@ -50,7 +53,7 @@ def _interrupt_cli(*args: str, when: Callable[[], bool], sig: int, cwd: Path) ->
         # no KeyboardInterrupt handler: give the child the default disposition, as a terminal would.
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
-    deadline = time.time() + 60
+    deadline = time.time() + patience
     while time.time() < deadline and not when():
         time.sleep(0.02)
     process.send_signal(sig)

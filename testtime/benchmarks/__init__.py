@@ -31,13 +31,17 @@ def benchmark_for(bench: str, data_dir: str | Path | None = None, options: dict[
     load_benchmarks()
     if bench in BENCHMARKS.names():
         return BENCHMARKS.get(bench)(data_dir=data_dir, **(options or {}))
+    if bench == "-":
+        from testtime.benchmarks.stdin import StdinStream
+
+        return StdinStream(data_dir, **(options or {}))
     if is_dataset(bench):
         from testtime.benchmarks.dataset import Dataset
 
         return Dataset(data_dir, source=bench, **(options or {}))
     raise UserError(
         f"unknown benchmark '{bench}'; registered: {', '.join(BENCHMARKS.names())}; or a data file "
-        f"({', '.join(SUFFIXES)}) or hf:ORG/NAME"
+        f"({', '.join(SUFFIXES)}), hf:ORG/NAME, or - (a stream on standard input)"
     )
 
 

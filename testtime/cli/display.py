@@ -23,7 +23,7 @@ from rich.table import Table
 
 from testtime.core.results import ResultRecord
 from testtime.evaluation.metrics import Interval
-from testtime.evaluation.summary import Distribution, LabelFreeSummary, RunSummary, TTRLSummary
+from testtime.evaluation.summary import Distribution, LabelFreeSummary, PrequentialSummary, RunSummary, TTRLSummary
 from testtime.run.observer import ProgressPlan
 
 TRUNCATION_WARNING = 0.1  # a share of samples cut at --max-tokens that a reader must be told about
@@ -105,6 +105,9 @@ class RunProgress:
     def stop(self) -> None:
         self.progress.stop()
 
+    def note(self, text: str) -> None:
+        self.progress.console.print(f"[yellow]{escape(text)}[/yellow]", soft_wrap=True)  # shown under --quiet too
+
 
 def _ci(metric: Interval | None) -> str:
     if metric is None:
@@ -146,6 +149,8 @@ def summary_table(summary: RunSummary, title: str) -> Table:
             )
     if summary.ttrl is not None:
         _ttrl_rows(table, summary.ttrl)
+    if summary.prequential is not None:
+        _stream_rows(table, summary.prequential)
     if summary.label_free is not None:
         _label_free_rows(table, summary.label_free)
     for label, counts in (
@@ -179,6 +184,22 @@ def summary_table(summary: RunSummary, title: str) -> Table:
     if summary.wall_s is not None:
         table.add_row("wall time", f"{summary.wall_s:.1f} s")
     return table
+
+
+def _stream_rows(table: Table, stream: PrequentialSummary) -> None:
+    """A stream: each arrival answered before anything was learned from it."""
+    learner = {"none": "no adaptation", "memory": "memory version", "weights": "optimiser steps"}[stream.learner]
+    table.add_row("stream", f"{stream.arrivals} arrivals ({stream.order} order); {stream.updates} updates")
+    if stream.learner != "none":
+        table.add_row(f"stream: final state ({learner})", str(stream.final_state))
+    if stream.accuracy is not None:
+        table.add_row("prequential accuracy (95% CI)", _ci(stream.accuracy))
+    windows = [
+        f"{w.first}-{w.last}: {'-' if w.accuracy is None else f'{w.accuracy.mean:.2f}'}"
+        f" (vote {'-' if w.vote_share is None else f'{w.vote_share:.2f}'})"
+        for w in stream.windows
+    ]
+    table.add_row(f"by window of {stream.window} arrivals", "\n".join(windows))
 
 
 def _spread(d: Distribution | None) -> str | None:

@@ -42,6 +42,15 @@ def run_command(
         Opt(help="continue a killed or stopped run; budgets, --api-base, timeout and concurrency may change"),
     ] = None,
     replay: Annotated[Path | None, Opt(help="re-score a run from its cache, making no model call")] = None,
+    stream: Annotated[
+        bool,
+        Opt(
+            "--stream",
+            help="problems arrive one at a time, each answered before anything is learned from it (online ttrl, "
+            "trt --method-opt memory=shared); --bench - reads them from standard input, one JSON object a line",
+        ),
+    ] = False,
+    shuffle: Annotated[bool, Opt("--shuffle", help="with --stream: arrive in a shuffle seeded by --seed")] = False,
     no_retry_errors: Annotated[
         bool, Opt("--no-retry-errors", help="with --resume: keep failed samples as they are instead of asking again")
     ] = False,
@@ -92,7 +101,10 @@ def run_command(
         method_options, bench_flags = run_options(
             method, flags.bench, ctx.args, method_opt or [], selector, selector_opt or []
         )
-        settings = flags.settings(method, method_options, bench_options=bench_flags)
+        if shuffle and not (stream or flags.bench == "-"):
+            raise UserError("--shuffle orders a stream: add --stream")
+        streaming = stream or flags.bench == "-"
+        settings = flags.settings(method, method_options, bench_options=bench_flags, stream=streaming, shuffle=shuffle)
         run = lifecycle.create(settings, out)
     for note in run.notes:
         console.print(f"[yellow]{escape(note)}[/yellow]", soft_wrap=True)

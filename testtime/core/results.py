@@ -132,6 +132,26 @@ class TTRLRecord(Record):
     test_inputs: tuple[str, ...] = ()  # code: the inputs the base model wrote, run every step
 
 
+class AnsweredWith(Record):
+    """A stream's problem: the state that answered it, as it stood at the problem's arrival, before anything
+    could be learned from the problem (`run/stream.py`)."""
+
+    arrival: int  # its place in the stream, from 0
+    state: int  # TTRL: optimiser steps taken so far; shared memory: its version; no adaptation: 0
+    kind: Literal["none", "memory", "weights"] = "none"
+    memory: tuple[int, ...] = ()  # shared memory: the ids of the items its prompts carried
+
+
+class StreamUpdate(Record):
+    """One change of a stream's state (`stream/updates.jsonl`): the state it made, from which arrivals."""
+
+    state: int  # the state after it (what `AnsweredWith.state` names)
+    arrivals: int  # arrivals answered when it was made (every one of them answered before it)
+    learned_from: tuple[str, ...]  # the problems it learned from (a TTRL window with its replay; one problem)
+    seconds: float = 0.0
+    added: tuple[int, ...] = ()  # shared memory: the items it added
+
+
 class ProblemResult(Record):
     problem_id: str
     prediction: str | None
@@ -139,6 +159,7 @@ class ProblemResult(Record):
     selection: Selection | None = None
     rounds: tuple[RoundRecord, ...] = ()
     ttrl: TTRLRecord | None = None
+    answered_with: AnsweredWith | None = None  # a stream's problem: the state that answered it; else None
 
 
 class RoundAudit(Record):

@@ -64,11 +64,18 @@ def prediction_of(
         method=method,
         samples=len(result.candidates),
         round=max((r.round for r in result.rounds), default=None),
-        step=trained_steps if result.ttrl is not None else None,
+        step=_trained(result, trained_steps),
         selector=result.selection.rule if result.selection else None,
         error=failed[0] if failed and len(failed) == len(result.candidates) else None,
         logprob_mean=answer_logprob(result),
     )
+
+
+def _trained(result: ProblemResult, trained_steps: int | None) -> int | None:
+    """The optimiser steps behind the answer: a stream's state at the arrival, else the run's last step."""
+    if result.answered_with is not None:
+        return result.answered_with.state if result.answered_with.kind == "weights" else None
+    return trained_steps if result.ttrl is not None else None
 
 
 def answer_logprob(result: ProblemResult) -> float | None:

@@ -10,6 +10,8 @@ read through `run.migrate`.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from testtime.core.ledger import LedgerTotals
@@ -127,6 +129,29 @@ class LabelFreeSummary(SummaryRecord):
     ttrl_majority_ratio: list[float] | None = None  # TTRL: the vote's majority ratio per optimiser step
 
 
+class PrequentialWindow(SummaryRecord):
+    """Consecutive arrivals of a stream (`evaluation/prequential.py`)."""
+
+    first: int  # arrivals first..last, from 0
+    last: int
+    accuracy: Interval | None = None  # None: no labelled arrival in the window
+    vote_share: float | None = None  # None: no answer in the window had a vote
+    answer_rate: float
+    state: int
+
+
+class PrequentialSummary(SummaryRecord):
+    arrivals: int
+    order: Literal["dataset", "shuffled", "stdin"]
+    learner: Literal["none", "memory", "weights"]
+    updates: int  # state changes (stream/updates.jsonl)
+    final_state: int
+    accuracy: Interval | None = None  # over the labelled arrivals; None: none carried a label
+    running_accuracy: list[float | None] = []  # after each arrival, over the labelled ones so far
+    window: int
+    windows: list[PrequentialWindow] = []
+
+
 class RunSummary(SummaryRecord):
     schema_version: int = SUMMARY_SCHEMA_VERSION
     method: str = ""
@@ -163,6 +188,7 @@ class RunSummary(SummaryRecord):
     stopped: str | None = None  # the budget that stopped the run
     retried_problems: int = 0
     uses_labels: bool = False  # the method trained on the labels (TTRL's oracle): an upper bound, not label-free
+    prequential: PrequentialSummary | None = None  # a stream: accuracy over arrival order; None: not a stream
 
     @property
     def measured(self) -> bool:

@@ -20,7 +20,7 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field
 
@@ -37,6 +37,9 @@ from testtime.core.results import ProblemResult
 from testtime.core.rollout import RolloutEngine
 from testtime.sandbox import Sandbox
 from testtime.selectors import DEFAULTS, SelectionContext, Selector, build_selector
+
+if TYPE_CHECKING:
+    from testtime.methods.online import Learner
 
 SAMPLING_FLAGS = frozenset({"temperature", "top_p", "max_tokens"})
 SELECTOR_OPTION_NAMES = ("tie_policy", "test_inputs", "predicted_outputs", "timeout_s", "rule")
@@ -116,6 +119,7 @@ class Method(ABC):
     default_selectors: ClassVar[dict[str, str]] = DEFAULTS
     # What its calls send when no flag says otherwise (the reference's settings, where the method has one).
     default_sampling: ClassVar[SamplingParams] = SamplingParams()
+    streaming = False  # set by the run (`--stream`) before `prepare`: its plan and options may depend on it
 
     def __init__(self, **options: Any) -> None:
         self.options = self.Options.parse(options, self.name)
@@ -182,6 +186,15 @@ class Method(ABC):
     def stream(self, problems: Sequence[Problem], ctx: MethodContext) -> AsyncIterator[ProblemResult]:
         """Solve the problems without labels, yielding each result as soon as it is ready."""
 
+    def check_stream(self) -> None:
+        """Refuse options that need a stream (or cannot run on one), before the run directory exists."""
+        if self.streaming and not isinstance(self, PerProblem) and type(self).learner is Method.learner:
+            raise UserError(f"--method {self.name} cannot run on a stream")
+
+    def learner(self, ctx: MethodContext) -> Learner:
+        """What answers and learns on a stream (`--stream`): one problem at a time, in arrival order."""
+        raise UserError(f"--method {self.name} cannot run on a stream")
+
 
 class PerProblem(Method):
     """A method that solves each problem on its own; problems run concurrently."""
@@ -189,6 +202,11 @@ class PerProblem(Method):
     @abstractmethod
     async def solve(self, problem: Problem, ctx: MethodContext) -> ProblemResult:
         """Solve one problem without labels."""
+
+    def learner(self, ctx: MethodContext) -> Learner:
+        from testtime.methods.online import NoAdaptation
+
+        return NoAdaptation(self, ctx)
 
     async def stream(self, problems: Sequence[Problem], ctx: MethodContext) -> AsyncIterator[ProblemResult]:
         """The caller grades outside the method, so nothing that can reach a reference is ever handed in. When

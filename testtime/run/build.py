@@ -114,6 +114,10 @@ def check_run_flags(settings: RunSettings, method: Method) -> None:
 def build_parts(settings: RunSettings, replay: bool = False) -> RunParts:
     """Everything a run needs, built before anything is written, so bad input leaves no trace."""
     benchmark, method = build_benchmark(settings), build_method(settings)
+    if benchmark.name == "stdin" and not settings.stream:
+        raise UserError("--bench - reads a stream from standard input: add --stream")
+    method.streaming = settings.stream
+    method.check_stream()
     method.check_model(settings.model)
     method.prepare(benchmark.domain, benchmark.name)  # its selector: a bad --selector or --selector-opt fails here
     problems, references = load_problems(benchmark, settings.limit)

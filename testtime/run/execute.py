@@ -21,6 +21,7 @@ from testtime.core.results import ResultRecord, read_steps
 from testtime.core.rollout import RetryPolicy, RolloutEngine
 from testtime.core.trace import Trace
 from testtime.evaluation.labelfree import prediction_of
+from testtime.evaluation.prequential import prequential
 from testtime.evaluation.scoring import score, summarize
 from testtime.evaluation.summary import RunSummary
 from testtime.evaluation.ttrl_compute import ttrl_compute
@@ -28,6 +29,7 @@ from testtime.methods import MethodContext, PerProblem
 from testtime.run.build import label_oracle
 from testtime.run.lifecycle import OpenRun
 from testtime.run.observer import ProgressPlan, QuietObserver, RunObserver
+from testtime.run.stream import StreamFiles, solve_stream, update_steps
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 GRACE_S = 10.0  # how long calls in flight may take to land after a stop signal
@@ -52,7 +54,9 @@ def execute(run: OpenRun, observer: RunObserver | None = None, retry_errors: boo
     done = directory.read_results()
     checkpoints = RoundCheckpoints(directory.rounds_path)
     retried = 0
-    if retry_errors and run.replay_of is None and isinstance(method, PerProblem):  # TTRL trains on the whole set
+    streaming = settings.stream
+    # A stream's answers belong to the state they met: a failed sample is never asked again by a later state.
+    if retry_errors and not streaming and run.replay_of is None and isinstance(method, PerProblem):
         for record in list(done):
             first = _failed_round(record)
             if first is not None:
@@ -60,7 +64,8 @@ def execute(run: OpenRun, observer: RunObserver | None = None, retry_errors: boo
                 done.remove(record)
                 retried += 1
     directory.rewrite_results(done)
-    directory.write_problems(problems)
+    if not streaming:
+        directory.write_problems(problems)  # a stream records each problem as it arrives
     done_ids = {r.problem_id for r in done}
     todo = [p for p in problems if p.id not in done_ids]
     cache = CompletionCache((run.replay_of or directory).cache_path)
@@ -94,18 +99,19 @@ def execute(run: OpenRun, observer: RunObserver | None = None, retry_errors: boo
     stopped = None
     per_problem = method.planned_calls(parts.benchmark.domain, settings.n)
     rounds = method.planned_rounds()
+    stdin = streaming and not problems
     observer.start(
         ProgressPlan(
-            problems=len(problems),
+            problems=None if stdin else len(problems),
             done=len(done),
             totals=ledger.totals,
-            planned_calls=per_problem * len(todo) if per_problem else None,
-            rounds=rounds * len(problems) if rounds else None,
+            planned_calls=per_problem * len(todo) if per_problem and not stdin else None,
+            rounds=rounds * len(problems) if rounds and not stdin else None,
         )
     )
     interrupted: Interrupted | None = None
     try:
-        asyncio.run(_solve(run, todo, ctx, observer, checkpoints))
+        asyncio.run(_solve(run, todo, ctx, observer, checkpoints, streaming))
     except RunStopped as exc:
         stopped = str(exc)  # finished problems are saved; a resume (with a larger budget) continues
         interrupted = exc if isinstance(exc, Interrupted) else None
@@ -119,10 +125,12 @@ def execute(run: OpenRun, observer: RunObserver | None = None, retry_errors: boo
         cache.close()
         parts.close()
     records = directory.read_results()
+    if streaming:
+        problems = list(directory.read_problems().values())  # what arrived, in arrival order
     extra = {}
     if parts.benchmark.domain == "code":
         extra["grader"] = parts.benchmark.describe().get("grader", "lenient")
-    steps = read_steps(directory.path / "ttrl" / "steps.jsonl")
+    steps = update_steps(directory.path) if streaming else read_steps(directory.path / "ttrl" / "steps.jsonl")
     summary = summarize(
         records,
         ledger.totals,
@@ -148,6 +156,10 @@ def execute(run: OpenRun, observer: RunObserver | None = None, retry_errors: boo
                 "same_budget_majority_n": compute.same_tokens_k,
             }
         )
+    if streaming:
+        order = "stdin" if stdin else "shuffled" if settings.shuffle else "dataset"
+        updates = StreamFiles(directory.path).read_updates()
+        summary = summary.model_copy(update={"prequential": prequential(records, updates, order)})
     directory.write_summary(summary)
     by_id = {r.problem_id: r for r in records}
     directory.write_predictions(
@@ -185,9 +197,17 @@ def _stop_on_signals(engine: RolloutEngine) -> Callable[[], None]:
 
 
 async def _solve(
-    run: OpenRun, todo: list, ctx: MethodContext, observer: RunObserver, checkpoints: RoundCheckpoints
+    run: OpenRun,
+    todo: list,
+    ctx: MethodContext,
+    observer: RunObserver,
+    checkpoints: RoundCheckpoints,
+    streaming: bool = False,
 ) -> None:
     parts = run.parts
+
+    def on_result(record: ResultRecord) -> None:
+        observer.problem_done(record, checkpoints.finished_rounds())
 
     async def refresh() -> None:
         while True:
@@ -197,12 +217,15 @@ async def _solve(
     refresher = asyncio.create_task(refresh())
     undo = _stop_on_signals(ctx.engine)
     try:
-        async for result in parts.method.stream(todo, ctx):
-            # Grading may run programs in the sandbox: off the event loop, so sampling carries on meanwhile.
-            grading = await asyncio.to_thread(score, parts.benchmark, result, parts.references[result.problem_id])
-            record = ResultRecord.of(result, grading)
-            run.directory.append_result(record)
-            observer.problem_done(record, checkpoints.finished_rounds())
+        if streaming:
+            await solve_stream(run, ctx, on_result, observer.note)
+        else:
+            async for result in parts.method.stream(todo, ctx):
+                # Grading may run programs in the sandbox: off the event loop, so sampling carries on meanwhile.
+                grading = await asyncio.to_thread(score, parts.benchmark, result, parts.references[result.problem_id])
+                record = ResultRecord.of(result, grading)
+                run.directory.append_result(record)
+                on_result(record)
     except asyncio.CancelledError:
         stop = ctx.engine.stop
         if isinstance(stop, Interrupted):

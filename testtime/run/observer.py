@@ -12,7 +12,7 @@ from testtime.core.results import ResultRecord
 
 @dataclass(frozen=True)
 class ProgressPlan:
-    problems: int  # in the run
+    problems: int | None  # in the run; None: not known ahead (a stream on standard input)
     done: int  # already finished before this process started
     totals: LedgerTotals  # live: the ledger's running totals (calls, tokens, cost)
     planned_calls: int | None = None  # calls the remaining problems cost by construction, if known
@@ -29,6 +29,9 @@ class RunObserver(Protocol):
 
     def stop(self) -> None: ...
 
+    def note(self, text: str) -> None:
+        """Something a user should read while the run goes on (a rejected line of a stream)."""
+
 
 class QuietObserver:
     """Reports nothing (tests, `--quiet`, library use)."""
@@ -43,4 +46,7 @@ class QuietObserver:
         return None
 
     def stop(self) -> None:
+        return None
+
+    def note(self, text: str) -> None:
         return None

@@ -51,6 +51,8 @@ class RunSettings(BaseModel):
     max_cost: float | None = Field(default=None, gt=0)  # USD; stops cleanly, resumable with a larger budget
     max_tokens_total: int | None = Field(default=None, gt=0)
     logprobs: int | None = Field(default=None, ge=0, le=20)  # token statistics per sample; k alternatives a token
+    stream: bool = False  # problems arrive one at a time, each answered before anything is learned from it
+    shuffle: bool = False  # a stream in a seeded shuffle of the dataset's order (--seed)
 
     _urls = field_validator("api_base")(_http_urls)
 

@@ -1,0 +1,68 @@
+"""Learning on a stream: the contract between a method and the stream runner (`run/stream.py`).
+
+A `Learner` answers one problem with its state as it stands (`answer`), and only then may learn from it
+(`learn`), so no answer can come from a state that learned from its own problem. `state` counts what the
+learner has learned (TTRL: optimiser steps; shared memory: its version; a method that does not adapt: 0) and
+is written into every result as `answered_with`. `restore` rebuilds the state a resumed stream had after its
+answered problems, so each later arrival meets the state an uninterrupted stream would have given it.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, ClassVar, Literal
+
+from testtime.core.records import Problem
+from testtime.core.results import AnsweredWith, ProblemResult, StreamUpdate
+
+if TYPE_CHECKING:
+    from testtime.methods import MethodContext, PerProblem
+
+
+class Learner(ABC):
+    kind: ClassVar[Literal["none", "memory", "weights"]]
+
+    @property
+    @abstractmethod
+    def state(self) -> int:
+        """What the learner has learned so far (written as `answered_with.state`)."""
+
+    @abstractmethod
+    async def answer(self, problem: Problem, arrival: int) -> ProblemResult:
+        """Answer with the state as it is; the result carries `answered_with`."""
+
+    async def learn(self, problem: Problem, result: ProblemResult) -> StreamUpdate | None:
+        """Learn from an answered problem; the update when the state changed (None: it did not)."""
+        return None
+
+    async def restore(
+        self, answered: Sequence[tuple[Problem, ProblemResult]], updates: Sequence[StreamUpdate]
+    ) -> tuple[str, list[StreamUpdate]]:
+        """Rebuild the state after `answered` (in arrival order; `updates` were recorded for them): what was
+        done, for the console, and the updates that learning from them made but the record lacks (a run stopped
+        between an answer and its update). A learner that makes model calls here resumes them from the cache."""
+        return "", []
+
+    async def close(self) -> None:  # noqa: B027 - optional hook
+        """Free what the learner holds (weights)."""
+
+    def answered_with(self, arrival: int, memory: tuple[int, ...] = ()) -> AnsweredWith:
+        return AnsweredWith(arrival=arrival, state=self.state, kind=self.kind, memory=memory)
+
+
+class NoAdaptation(Learner):
+    """A per-problem method on a stream: each arrival answered as on its own; nothing carries over."""
+
+    kind = "none"
+
+    def __init__(self, method: PerProblem, ctx: MethodContext) -> None:
+        self.method, self.ctx = method, ctx
+
+    @property
+    def state(self) -> int:
+        return 0
+
+    async def answer(self, problem: Problem, arrival: int) -> ProblemResult:
+        result = await self.method.solve(problem, self.ctx)
+        return result.model_copy(update={"answered_with": self.answered_with(arrival)})

@@ -1,0 +1,204 @@
+"""Streams (`--stream`, `--bench -`): problems arrive one at a time and each is answered with the method's
+state as it stands at its arrival, before anything may be learned from it (`methods/online.py`).
+
+Order of events per arrival: the problem is recorded (`problems.jsonl`, its label in `stream/labels.jsonl`,
+the grader's copy), the learner answers it, the runner grades it and appends the result (its `answered_with`
+names the state), and only then does the learner learn from it (a change is one `stream/updates.jsonl` line).
+A benchmark streams in its own order or a seeded shuffle; standard input streams line by line, a bad line
+being one message in `stream/rejected.jsonl` while the stream goes on; a replay answers the recorded arrivals
+in their order from the cache. A resumed stream answers nothing
+twice: the learner rebuilds its state from the answered problems, the one arrival that was in flight is
+answered first (its calls come back from the cache), and the stream continues where it stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import sys
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from pydantic import ValidationError
+
+from testtime.benchmarks.stdin import StdinStream
+from testtime.core.errors import UserError
+from testtime.core.records import Problem, Record, Reference
+from testtime.core.results import ProblemResult, ResultRecord, StreamUpdate, TTRLStep, read_steps
+from testtime.evaluation.scoring import score
+from testtime.methods import MethodContext
+from testtime.run.lifecycle import OpenRun
+
+
+@dataclass
+class Arrival:
+    problem: Problem
+    reference: Reference
+    new: bool = True  # read now (False: recorded before a resume, in flight when the run stopped)
+
+
+class StreamFiles:
+    """The stream's own records under `stream/` in the run directory."""
+
+    def __init__(self, run_path: Path) -> None:
+        self.folder = run_path / "stream"
+        self.labels = self.folder / "labels.jsonl"
+        self.updates = self.folder / "updates.jsonl"
+        self.rejected = self.folder / "rejected.jsonl"
+
+    def _append(self, path: Path, line: str) -> None:
+        self.folder.mkdir(exist_ok=True)
+        with path.open("a", encoding="utf-8") as f:
+            f.write(line + "\n")
+
+    def append_label(self, reference: Reference) -> None:
+        self._append(self.labels, reference.model_dump_json())
+
+    def append_update(self, update: StreamUpdate) -> None:
+        self._append(self.updates, update.model_dump_json())
+
+    def reject(self, where: str, reason: str) -> None:
+        self._append(self.rejected, json.dumps({"where": where, "reason": reason, "time": time.time()}))
+
+    def read_labels(self) -> dict[str, Reference]:
+        return {r.problem_id: r for r in _records(self.labels, Reference)}
+
+    def read_updates(self) -> list[StreamUpdate]:
+        return _records(self.updates, StreamUpdate)
+
+    def rejected_count(self) -> int:
+        return len(self.rejected.read_text(encoding="utf-8").splitlines()) if self.rejected.exists() else 0
+
+
+def _records(path: Path, kind: type[Record]) -> list[Any]:
+    """The records of a JSONL file; a line torn by a kill -9 (the last) is skipped."""
+    found = []
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                found.append(kind.model_validate_json(line))
+            except ValidationError:
+                continue
+    return found
+
+
+def update_steps(run_path: Path) -> list[TTRLStep]:
+    """Online TTRL's optimiser steps over every update (`stream/update-<k>/ttrl/steps.jsonl`), numbered on."""
+    folders = sorted((run_path / "stream").glob("update-*"), key=lambda p: int(p.name.rpartition("-")[2]))
+    steps: list[TTRLStep] = []
+    for folder in folders:
+        offset = len(steps)
+        steps += [s.model_copy(update={"step": offset + s.step}) for s in read_steps(folder / "ttrl" / "steps.jsonl")]
+    return steps
+
+
+def arrival_order(problems: list[Problem], shuffle: bool, seed: int) -> list[Problem]:
+    """A benchmark's stream: its own order, or a shuffle seeded by the run's seed."""
+    order = list(problems)
+    if shuffle:
+        random.Random(f"stream-{seed}").shuffle(order)
+    return order
+
+
+async def _stdin_lines(source: TextIO) -> AsyncIterator[str]:
+    """Lines of `source` as they come, read on a daemon thread (a stop signal never waits on a blocked read)."""
+    loop, queue = asyncio.get_running_loop(), asyncio.Queue[str | None]()
+
+    def read() -> None:
+        for line in source:
+            loop.call_soon_threadsafe(queue.put_nowait, line)
+        loop.call_soon_threadsafe(queue.put_nowait, None)
+
+    threading.Thread(target=read, name="stdin-stream", daemon=True).start()
+    while (line := await queue.get()) is not None:
+        yield line
+
+
+async def arrivals(run: OpenRun, files: StreamFiles, warn: Callable[[str], None]) -> AsyncIterator[Arrival]:
+    """What arrives, in order: the arrival a stopped run had in flight, then the benchmark's order (skipping
+    what arrived before) or standard input's lines (a bad line or a repeated id rejected, the stream going on)."""
+    directory, parts = run.directory, run.parts
+    seen = directory.read_problems()
+    answered = {r.problem_id for r in directory.read_results()}
+    labels = files.read_labels()
+    for problem in seen.values():
+        if problem.id not in answered:
+            yield Arrival(problem, labels.get(problem.id, Reference(problem_id=problem.id)), new=False)
+    if run.replay_of is not None:  # the recorded arrivals, in their order, answered from the cache
+        recorded = StreamFiles(run.replay_of.path).read_labels()
+        for problem in run.replay_of.read_problems().values():
+            if problem.id not in seen:
+                yield Arrival(problem, recorded.get(problem.id, Reference(problem_id=problem.id)))
+        return
+    benchmark = parts.benchmark
+    if not isinstance(benchmark, StdinStream):
+        for problem in arrival_order(parts.problems, run.settings.shuffle, run.settings.seed):
+            if problem.id not in seen:
+                yield Arrival(problem, parts.references[problem.id])
+        return
+    number = len(seen) + files.rejected_count()  # lines without an id are named by their place in the stream
+    if sys.stdin.isatty():
+        warn("reading problems from standard input: one JSON object a line; end with Ctrl-D")
+    async for line in _stdin_lines(sys.stdin):
+        if not line.strip():
+            continue
+        number += 1
+        try:
+            problem, reference = benchmark.parse(line, number)
+            if problem.id in seen:
+                raise UserError(f"stdin:{number}: id '{problem.id}' arrived before (answered once, not again)")
+        except UserError as exc:
+            files.reject(f"stdin:{number}", str(exc))
+            warn(str(exc))
+            continue
+        seen[problem.id] = problem
+        yield Arrival(problem, reference)
+
+
+async def solve_stream(
+    run: OpenRun,
+    ctx: MethodContext,
+    on_result: Callable[[ResultRecord], None],
+    warn: Callable[[str], None],
+) -> None:
+    """Answer each arrival with the learner's state as it stands, grade it, then let the learner learn."""
+    files, directory = StreamFiles(run.path), run.directory
+    learner = run.parts.method.learner(ctx)
+    try:
+        problems = directory.read_problems()
+        results = sorted(
+            (r for r in directory.read_results() if r.answered_with is not None),
+            key=lambda r: r.answered_with.arrival if r.answered_with else 0,
+        )
+        answered: list[tuple[Problem, ProblemResult]] = [(problems[r.problem_id], r) for r in results]
+        arrived = len(problems)
+        if answered:
+            updates = [u for u in files.read_updates() if u.arrivals <= len(answered)]
+            note, made = await learner.restore(answered, updates)
+            for update in made:
+                files.append_update(update)
+            resumed = f"stream resumed after {len(answered)} answered arrivals (none is answered again)"
+            warn(f"{resumed}; {note}" if note else resumed)
+        order = list(problems)
+        async for arrival in arrivals(run, files, warn):
+            problem = arrival.problem
+            place = arrived if arrival.new else order.index(problem.id)
+            if arrival.new:
+                directory.append_problem(problem)
+                files.append_label(arrival.reference)
+                arrived += 1
+            result = await learner.answer(problem, place)
+            grading = await asyncio.to_thread(score, run.parts.benchmark, result, arrival.reference)
+            record = ResultRecord.of(result, grading)
+            directory.append_result(record)
+            on_result(record)
+            update = await learner.learn(problem, result)
+            if update is not None:
+                files.append_update(update)
+    finally:
+        await learner.close()
