@@ -37,7 +37,7 @@ def _normal(text: str) -> str:
     return re.sub(r"\W+", " ", text.lower()).strip()
 
 
-def _near_duplicate(a: str, b: str) -> bool:
+def near_duplicate(a: str, b: str) -> bool:
     """Same lesson in other words: very similar text with the same numbers ("n = 0" and "n = 1" differ)."""
     if re.findall(r"\d+", a) != re.findall(r"\d+", b):
         return False
@@ -70,7 +70,7 @@ class KnowledgeList(BaseModel):
         if not text:
             return None
         for item in self.active():
-            if _near_duplicate(item.text, text):
+            if near_duplicate(item.text, text):
                 item.round = round_  # the same lesson again: keep one, refreshed
                 return None
         item = KnowledgeItem(

@@ -36,6 +36,29 @@ def box_last_number(messages: list[dict[str, Any]]) -> str:
     return f"The answer is \\boxed{{{numbers[-1] if numbers else 0}}}."
 
 
+CARRY_LESSON = "Do not drop the carry from the units into the tens."
+_SUM = re.compile(r"What is (\d+) \+ (\d+)\?")
+
+
+def carry_lesson_reply(messages: list[dict[str, Any]]) -> str:
+    """A scripted TRT model for streams: its sums are right only when the prompt carries `CARRY_LESSON`, and
+        every reflection distils that lesson and keeps it when asked to generalise (strategies, reflections and
+    lessons in the JSON TRT asks for). One round on
+        its own never sees the lesson; with memory shared across a stream, every problem after the first does."""
+    text = str(messages[-1]["content"])
+    if "genuinely different approaches" in text:
+        return json.dumps([{"key_technique": "column addition", "what_to_try": "add digit by digit"}] * 4)
+    if text.startswith("You are improving a solver"):
+        return json.dumps({"insights": [CARRY_LESSON], "deactivate": None, "strategies": []})
+    if text.startswith("Lessons learned while solving one problem"):
+        return json.dumps([CARRY_LESSON])
+    found = _SUM.findall(text)
+    if not found:
+        return "The answer is \\boxed{0}."
+    a, b = map(int, found[-1])
+    return f"The answer is \\boxed{{{a + b if 'carry' in text else a + b + 10}}}."
+
+
 class MockChatServer:
     def __init__(
         self,

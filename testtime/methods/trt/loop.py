@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from testtime.core.errors import UserError
 from testtime.core.ledger import CallPurpose
 from testtime.core.options import flag
 from testtime.core.records import Candidate, Message, Problem, SamplingParams
@@ -28,6 +29,7 @@ from testtime.core.rollout import gather_landed
 from testtime.core.selection import ExclusivityEvidence, ExecutionEvidence, Selection
 from testtime.knowledge import KnowledgeList
 from testtime.methods import METHODS, MethodContext, PerProblem, SelectorChoice, make_candidates
+from testtime.methods.online import Learner
 from testtime.methods.trt import math_round, prompts
 from testtime.methods.trt.code_evidence import execution_report
 from testtime.methods.trt.parsing import parse_reflection, parse_strategies
@@ -76,6 +78,12 @@ class TRTOptions(SelectorChoice):
     math_loop: Literal["paper", "released"] = flag(
         "paper", "math: paper (refutations weighed, rejected and disputed shown apart) | released (the released code)"
     )
+    memory: Literal["problem", "shared"] = flag(
+        "problem",
+        "problem (the paper: knowledge lives and dies with one problem) | shared (with --stream: general lessons "
+        "carried into later problems' prompts, with their provenance)",
+    )
+    memory_cap: int = flag(8, "memory=shared: most active lessons carried across problems", ge=1)
     summary_chars: int | None = flag(1500, "math: the last characters of the earlier summary shown (none: all)", ge=1)
     reason_chars: int | None = flag(500, "math: characters of each refutation's reason shown (none: all)", ge=1)
 
@@ -94,6 +102,7 @@ class TRTState(BaseModel):
     support: dict[str, int] = {}  # math: answer → rollouts that concluded it so far
     refuted: dict[str, int] = {}  # math: answer → rollouts that refuted it so far
     examples: dict[str, Candidate] = {}  # math: answer → the latest rollout that concluded it
+    memory: str = ""  # memory=shared: the lessons from earlier problems this problem's prompts carry
 
 
 @METHODS.register("trt", help="test-time recursive thinking: --rounds T, --rollouts K, knowledge, strategies")
@@ -141,13 +150,27 @@ class TRT(PerProblem):
     def _k(self, problem: Problem) -> int:
         return self.options.rollouts or (2 if problem.domain == "code" else 4)  # the paper's defaults per domain
 
-    async def solve(self, problem: Problem, ctx: MethodContext) -> ProblemResult:
+    def check_stream(self) -> None:
+        if self.options.memory == "shared" and not self.streaming:
+            raise UserError("trt memory=shared carries lessons from problem to problem on a stream: add --stream")
+        if self.options.memory == "shared" and not self.options.knowledge:
+            raise UserError("trt memory=shared shares the knowledge list's lessons: it needs --knowledge")
+
+    def learner(self, ctx: MethodContext) -> Learner:
+        if self.options.memory == "shared":
+            from testtime.methods.trt.memory import SharedMemoryLearner
+
+            return SharedMemoryLearner(self, ctx)
+        return super().learner(ctx)
+
+    async def solve(self, problem: Problem, ctx: MethodContext, memory: str = "") -> ProblemResult:
+        """`memory`: lessons from earlier problems of a stream (memory=shared), fixed for this problem."""
         k = self._k(problem)
         saved = ctx.checkpoints.last(problem.id)
         if saved is not None:
             state = TRTState.model_validate(saved["state"])
         else:
-            state = TRTState(knowledge=KnowledgeList(max_items=self.options.knowledge_cap))
+            state = TRTState(knowledge=KnowledgeList(max_items=self.options.knowledge_cap), memory=memory)
             if self.options.strategies:
                 [completion] = await ctx.engine.sample(
                     [Message(role="user", content=prompts.STRATEGIES.format(k=k, problem=problem.statement))],
@@ -245,6 +268,8 @@ class TRT(PerProblem):
 
     def _solver_messages(self, base: list[Message], problem: Problem, state: TRTState, j: int) -> list[Message]:
         sections = [base[-1].content]
+        if state.memory:
+            sections.append(prompts.MEMORY.format(items=state.memory))
         if self.options.knowledge and state.knowledge.active():
             sections.append(prompts.KNOWLEDGE.format(items=state.knowledge.render()))
         if self.options.strategies and j < len(state.strategies):

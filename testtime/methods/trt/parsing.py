@@ -58,6 +58,14 @@ class Reflection(BaseModel):
     parsed: bool = False
 
 
+def parse_lessons(text: str) -> list[str] | None:
+    """memory=shared: the generalised lessons (a JSON list of strings); None when the reply holds no list."""
+    value = _json_value(text, "[")
+    if not isinstance(value, list):
+        return None
+    return [str(v).strip() for v in value if isinstance(v, str | int | float) and str(v).strip()]
+
+
 def parse_reflection(text: str) -> Reflection:
     value = _json_value(text, "{")
     if not isinstance(value, dict):

@@ -15,6 +15,22 @@ KNOWLEDGE = """### Lessons from earlier attempts (they may be wrong or too gener
 {items}"""
 """The rendered knowledge list, inserted into solver prompts when it is not empty."""
 
+MEMORY = """### Lessons from earlier problems (each learned on another problem; apply one only where it fits)
+{items}"""
+"""memory=shared: lessons other problems' reflections distilled, inserted before this problem's own."""
+
+GENERALISE = """Lessons learned while solving one problem:
+{lessons}
+
+### The problem they were learned on
+{problem}
+
+Rewrite each lesson so that it would help on a different problem of the same kind: drop this problem's own \
+numbers and names. Leave out a lesson that only makes sense for this problem.
+
+Return only a JSON list of strings (an empty list when no lesson generalises)."""
+"""memory=shared: after a problem, its lessons made general before they join the memory across problems."""
+
 STRATEGY = """### Suggested strategy
 Key technique: {key_technique}
 What to try: {what_to_try}"""
