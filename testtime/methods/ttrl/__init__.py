@@ -27,6 +27,7 @@ from testtime.core.records import Candidate, Problem, SamplingParams
 from testtime.core.results import ProblemResult, TTRLEvaluation, TTRLRecord, TTRLVote, read_steps
 from testtime.core.rollout import RolloutEngine, gather_landed
 from testtime.methods import METHODS, Method, MethodContext, make_candidates
+from testtime.methods.online import Learner
 from testtime.methods.ttrl.settings import TTRLSettings
 from testtime.methods.ttrl.trl_backend import TrainingJob, require_trl, train_ttrl
 from testtime.models import resolve_model
@@ -56,6 +57,8 @@ class TTRL(Method):
 
     def prepare(self, domain: str, bench: str = "") -> None:
         self.options = self.settings = self.settings.for_benchmark(bench, self.given)
+        if self.streaming and domain == "code":
+            raise UserError("online ttrl (--stream) runs on math for now; on code each arrival would need its tests")
         super().prepare(domain, bench)
 
     def describe(self) -> dict[str, Any]:
@@ -68,6 +71,11 @@ class TTRL(Method):
 
     def effective_n(self, n: int | None) -> int | None:
         return n or self.settings.eval_samples
+
+    def learner(self, ctx: MethodContext) -> Learner:
+        from testtime.methods.ttrl.online import OnlineTTRL
+
+        return OnlineTTRL(self, ctx)
 
     def uses_labels(self) -> bool:
         return self.settings.reward == "oracle"
@@ -83,6 +91,12 @@ class TTRL(Method):
         rollout = SamplingParams(
             temperature=s.train_temperature(self.model_spec), top_p=s.top_p, max_tokens=s.max_response, seed=base.seed
         )
+        if self.streaming:  # each arrival answered by a vote among evaluation samples; updates roll out
+            return (
+                {"solve": sampled, "ttrl_rollout": rollout}
+                | ({"ttrl_vote": rollout} if s.n_vote > s.n_train else {})
+                | {kind: base for kind in self._selector_calls()}
+            )
         plan = {"eval_before": sampled, "ttrl_rollout": rollout, "eval_after": sampled}
         if s.n_vote > s.n_train:
             plan["ttrl_vote"] = rollout

@@ -101,6 +101,10 @@ class TTRLSettings(SelectorChoice):
     eval_top_p: float = Field(0.95, gt=0, le=1, description="evaluation top-p")
     eval_greedy: bool = Field(True, description="also evaluate one greedy answer")
     save_steps: int = Field(20, ge=1, description="optimiser steps between checkpoints")
+    update_every: int = Field(4, ge=1, description="--stream: arrivals between updates (B)")
+    window: int = Field(8, ge=1, description="--stream: an update trains on the last W arrivals")
+    replay: int = Field(0, ge=0, description="--stream: older arrivals replayed in each update (seeded draw)")
+    update_steps: int = Field(2, ge=1, description="--stream: rollout steps per update")
     collapse: Literal["warn", "stop", "off"] = Field("warn", description="what the collapse alarm does")
     gradient_checkpointing: bool = Field(
         True, description="saves activation memory on big models; on a small CPU model it only costs time"

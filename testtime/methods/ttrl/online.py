@@ -1,0 +1,173 @@
+"""Online TTRL on a stream (`--method ttrl --stream`): the learner (`methods/online.py`) that answers each
+arrival with the weights as they are, and every `update_every` arrivals trains on a window of the latest ones.
+
+An answer: `eval_samples` samples at the evaluation temperature, the selector's vote among them (the same rule
+as `--method majority` on the same stream: no adaptation, the baseline). An update: the last `window` arrivals
+plus `replay` older ones (a seeded draw), `update_steps` rollout steps of the offline recipe (vote among
+N_vote, reward the N_train, GRPO; the same rewards, controls, health signals and collapse alarm), trained from
+the current weights in `stream/update-<k>/` (its own `ttrl/steps.jsonl`, checkpoints and `final/`; once it is
+loaded, its checkpoints and the previous update's weights are deleted: a stream keeps one set of weights). The state an
+answer names is the optimiser steps taken so far. A resumed stream takes the last finished update's weights;
+an update that was due or in flight when the run stopped runs (from its last checkpoint) before any new arrival.
+Each update starts a fresh optimiser and schedule on the current weights (the reference trains offline only).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import shutil
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from testtime.core.errors import UserError
+from testtime.core.records import Problem
+from testtime.core.results import ProblemResult, StreamUpdate, read_steps
+from testtime.core.rollout import RolloutEngine
+from testtime.methods import MethodContext, make_candidates
+from testtime.methods.online import Learner
+from testtime.methods.ttrl.trl_backend import TrainingJob, train_ttrl
+from testtime.models import resolve_model
+
+if TYPE_CHECKING:
+    from testtime.methods.ttrl import TTRL
+
+
+class OnlineTTRL(Learner):
+    kind = "weights"
+
+    def __init__(self, method: TTRL, ctx: MethodContext) -> None:
+        if ctx.engine.model is None or ctx.workdir is None:
+            raise UserError("online ttrl trains: it cannot be replayed from the cache; use --resume")
+        self.method, self.ctx, self.settings = method, ctx, method.settings
+        self.provider = ctx.engine.model_name.partition(":")[0]
+        self.weights: str = ctx.engine.model.path  # type: ignore[attr-defined]
+        self.engine = ctx.engine
+        self.buffer: list[Problem] = []
+        self.steps = 0
+        self.updates = 0
+
+    @property
+    def state(self) -> int:
+        return self.steps
+
+    async def answer(self, problem: Problem, arrival: int) -> ProblemResult:
+        ctx = self.ctx
+        if ctx.engine.stop is not None:  # stop signals reach the run's engine, not the trained weights' own
+            raise ctx.engine.stop
+        completions = await self.engine.sample(
+            ctx.prompt(problem), ctx.n or self.settings.eval_samples, ctx.sampled("solve"), problem_id=problem.id
+        )
+        candidates = make_candidates(problem, completions)
+        selection = await self.method.selector_for(problem.domain).select(problem, candidates, ctx.selection())
+        return ProblemResult(
+            problem_id=problem.id,
+            prediction=selection.answer,
+            candidates=candidates,
+            selection=selection,
+            answered_with=self.answered_with(arrival),
+        )
+
+    async def learn(self, problem: Problem, result: ProblemResult) -> StreamUpdate | None:
+        self.buffer.append(problem)
+        if len(self.buffer) % self.settings.update_every:
+            return None
+        return await self._update()
+
+    async def restore(
+        self, answered: Sequence[tuple[Problem, ProblemResult]], updates: Sequence[StreamUpdate]
+    ) -> tuple[str, list[StreamUpdate]]:
+        self.buffer = [problem for problem, _ in answered]
+        if updates:
+            self.updates, self.steps = len(updates), updates[-1].state
+            self.weights = str(self._folder(self.updates) / "ttrl" / "final")
+            await self._load()
+        note = (
+            f"weights of update {self.updates} (step {self.steps}); its buffer of {len(self.buffer)} arrivals rebuilt"
+        )
+        due = len(self.buffer) // self.settings.update_every - self.updates
+        made = [await self._update() for _ in range(due)]  # stopped before (or during) an update: it runs now
+        if made:
+            note += "; the update that was due ran now (from its last checkpoint), 0 arrivals answered again"
+        return note, made
+
+    async def close(self) -> None:
+        if self.engine is not self.ctx.engine and self.engine.model is not None:
+            await self.engine.model.aclose()
+
+    def _folder(self, update: int) -> Path:
+        assert self.ctx.workdir is not None
+        return self.ctx.workdir / "stream" / f"update-{update}"
+
+    def _window(self, update: int) -> list[Problem]:
+        s = self.settings
+        recent, older = self.buffer[-s.window :], self.buffer[: -s.window]
+        replayed = random.Random(f"{self.ctx.seed}-replay-{update}").sample(older, min(s.replay, len(older)))
+        return recent + replayed
+
+    async def _update(self) -> StreamUpdate:
+        ctx, s, update = self.ctx, self.settings, self.updates + 1
+        window = self._window(update)
+        per_step = min(s.prompts_per_step, len(window))
+        settings = s.model_copy(
+            update={
+                "steps": s.update_steps,
+                "prompts_per_step": per_step,
+                "mini_batch_prompts": s.mini_batch_prompts if per_step % s.mini_batch_prompts == 0 else 1,
+            }
+        )
+        started = time.perf_counter()
+        if self.engine.model is not None:
+            await self.engine.model.aclose()  # free these weights before the trainer loads its copy
+        loop = asyncio.get_running_loop()
+        job = TrainingJob(
+            model_path=self.weights,
+            problems=window,
+            prompt=ctx.prompt,
+            settings=settings,
+            rollout=ctx.sampled("ttrl_rollout"),
+            workdir=self._folder(update),
+            ledger=ctx.engine.ledger,
+            model_name=f"{ctx.engine.model_name}+ttrl@{self.steps}",
+            selector=self.method.selector_for(window[0].domain),
+            context=lambda problem: ctx.selection(),
+            seed=ctx.seed + update,
+            run_async=lambda coroutine: asyncio.run_coroutine_threadsafe(coroutine, loop).result(),
+            oracle=ctx.oracle,
+            stop_requested=lambda: ctx.engine.stop is not None,
+        )
+        final = await asyncio.to_thread(train_ttrl, job)
+        if final is None or ctx.engine.stop is not None:  # a stop signal: the step in flight was checkpointed
+            raise ctx.engine.stop or RuntimeError("TTRL training ended early without a stop")
+        self.steps += len({step.step for step in read_steps(self._folder(update) / "ttrl" / "steps.jsonl")})
+        self.updates, self.weights = update, str(final)
+        await self._load()
+        # Only what a resume needs stays: the newest weights (a 135M model's checkpoint is 1.6 GB with its optimiser).
+        shutil.rmtree(self._folder(update) / "ttrl" / "checkpoints", ignore_errors=True)
+        shutil.rmtree(self._folder(update - 1) / "ttrl" / "final", ignore_errors=True)
+        return StreamUpdate(
+            state=self.steps,
+            arrivals=len(self.buffer),
+            learned_from=tuple(p.id for p in window),
+            seconds=time.perf_counter() - started,
+        )
+
+    async def _load(self) -> None:
+        """The current weights behind their own engine; its name carries the step, so no answer of another state
+        comes back from the cache."""
+        ctx = self.ctx
+        model = resolve_model(f"{self.provider}:{self.weights}", max_batch=ctx.engine.concurrency)
+        self.engine = RolloutEngine(
+            model,
+            model_name=f"{ctx.engine.model_name}+ttrl@{self.steps}",
+            cache=ctx.engine.cache,
+            ledger=ctx.engine.ledger,
+            concurrency=ctx.engine.concurrency,
+            retry=ctx.engine.retry,
+            max_cost_usd=ctx.engine.max_cost_usd,
+            max_tokens_total=ctx.engine.max_tokens_total,
+            trace=ctx.engine.trace,
+            logprobs=ctx.engine.logprobs,
+        )
