@@ -196,3 +196,21 @@ def test_a_candidates_token_statistics_are_shown_with_their_distribution(tmp_pat
     assert errors_in(page).strip() == ""
     # the mock's tokens: chosen at p=0.6 among 0.6/0.3/0.1, so mean log p = log 0.6
     assert page.count("tokens · mean log p -0.511 · entropy 0.898 · self-certainty 0.241 (top 3)") == 2
+
+
+@needs_chromium
+def test_a_stream_run_shows_its_prequential_record_and_each_answers_state(tmp_path: Path, testtime_cli: Cli) -> None:
+    from testtime.models.mock_server import MockChatServer, carry_lesson_reply
+
+    out = tmp_path / "run"
+    with MockChatServer(reply=carry_lesson_reply) as server:
+        done = testtime_cli("run", "--method", "trt", "-T", "1", "-K", "2", "--method-opt", "memory=shared", "--stream",
+                            "--limit", "3", "--quiet", "--model", "openai:mock", "--api-base", server.url,
+                            "--out", str(out))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    page_file = tmp_path / "view.html"
+    assert testtime_cli("view", str(out), "--html", str(page_file)).returncode == 0
+    page = dom(f"{page_file.as_uri()}#run=0&problem=arith-d2-2")
+    assert errors_in(page).strip() == ""
+    assert "3 arrivals (dataset order), 1 updates, final state 1" in page
+    assert "arrival 2, answered with memory version 1; lessons shown: M1" in page

@@ -96,13 +96,14 @@ def report_command(
     from rich.table import Table
 
     from testtime.cli.display import console, results_console
-    from testtime.experiments.report import build_report, plot_report
+    from testtime.experiments.report import build_report, plot_prequential, plot_report
     from testtime.experiments.runs import find_runs
 
     report = build_report(find_runs(runs))
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.json").write_text(report.model_dump_json(indent=2) + "\n")
     image = plot_report(report, out / "comparison.png")
+    curves = plot_prequential(report, out / "prequential.png")
     if as_json:
         typer.echo(report.model_dump_json())
         return
@@ -128,7 +129,7 @@ def report_command(
         cost = f"${row.cost_usd:.4f}" if row.cost_usd is not None else f"≥ ${row.known_cost_usd:.4f} (unknown prices)"
         table.add_row(
             Path(row.run).name,
-            f"{row.method} (uses labels)" if row.uses_labels else row.method,
+            row.method + (" (uses labels)" if row.uses_labels else "") + (" (stream)" if row.prequential else ""),
             f"{acc.mean:.3f} [{acc.ci_low:.3f}, {acc.ci_high:.3f}]" if acc else "not measured",
             *shown,
             str(row.calls),
@@ -136,9 +137,9 @@ def report_command(
             cost,
         )
     results_console.print(table)
-    for line in unpaired:
+    for line in dict.fromkeys(unpaired):  # both budgets give the same reason: say it once
         console.print(f"[yellow]no same-budget majority for {escape(line)}[/yellow]", soft_wrap=True)
-    console.print(f"wrote {out / 'report.json'} and {image}", soft_wrap=True)
+    console.print(f"wrote {out / 'report.json'}, {image}" + (f" and {curves}" if curves else ""), soft_wrap=True)
 
 
 def view_command(

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict
 
 from testtime.core.errors import UserError
 from testtime.evaluation.metrics import Interval, maj_at_k, mean_ci, paired_difference_ci
-from testtime.evaluation.summary import RunSummary
+from testtime.evaluation.summary import PrequentialSummary, RunSummary
 from testtime.experiments.curves import outside_legend
 from testtime.experiments.viewer.data import LoadedRun, load_run
 
@@ -75,6 +75,7 @@ class ReportRow(BaseModel):
     train_flops: float | None
     complete: bool
     uses_labels: bool = False  # trained on the labels (TTRL's oracle): an upper bound, never paired as label-free
+    prequential: PrequentialSummary | None = None  # a stream: accuracy over arrival order (its own accuracy)
     majority_same_rollouts: Baseline | None  # None for a majority run itself
     majority_same_tokens: Baseline | None
     provenance: list[dict[str, Any]]
@@ -251,6 +252,7 @@ def build_report(paths: list[Path]) -> Report:
                 train_flops=ledger.train_flops,
                 complete=summary.complete,
                 uses_labels=summary.uses_labels,
+                prequential=summary.prequential,
                 **_baseline_fields(run, majorities),
                 provenance=_provenance(run.loaded),
             )
@@ -299,6 +301,36 @@ def plot_report(report: Report, path: Path) -> Path:
     benches = sorted({r.bench for r in rows})
     models = sorted({r.model for r in rows})
     ax.set_title(f"{', '.join(benches)} · {', '.join(models)}: each run beside majority at its tokens", fontsize=10)
+    outside_legend(ax)
+    figure.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(figure)
+    return path
+
+
+def plot_prequential(report: Report, path: Path) -> Path | None:
+    """Stream runs' running accuracy over arrival order; a run that is not a stream (offline TTRL, which saw
+    every problem before answering) is its accuracy as a dashed line beside them. None: no stream run."""
+    streams = [row for row in report.runs if row.prequential is not None]
+    if not streams:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, ax = plt.subplots(figsize=(7, 4.4))
+    for row in streams:
+        assert row.prequential is not None
+        running = [v if v is not None else float("nan") for v in row.prequential.running_accuracy]
+        ax.plot(range(1, len(running) + 1), running, label=f"{row.method} · {Path(row.run).name[:28]}")
+    for row in report.runs:
+        if row.prequential is None and row.accuracy is not None:
+            ax.axhline(row.accuracy.mean, linestyle="--", color="grey", linewidth=1)
+            ax.annotate(f"{row.method} · {Path(row.run).name[:28]} (not a stream)", (1, row.accuracy.mean), fontsize=7)
+    ax.set_xlabel("arrivals (each answered before anything was learned from it)")
+    ax.set_ylabel("running accuracy over the labelled arrivals")
+    ax.set_ylim(0, 1)
+    ax.set_title("prequential accuracy", fontsize=10)
     outside_legend(ax)
     figure.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(figure)

@@ -96,7 +96,7 @@ def index(run: LoadedRun) -> dict[str, Any]:
         by_problem[entry.problem_id].append(entry)
     settings, summary = run.manifest.run, run.summary
     shown = (
-        summary.model_dump(mode="json", include={"accuracy", "pass_at_1", "ledger", "rounds", "ttrl"})
+        summary.model_dump(mode="json", include={"accuracy", "pass_at_1", "ledger", "rounds", "ttrl", "prequential"})
         if summary
         else {}
     )
@@ -115,6 +115,7 @@ def index(run: LoadedRun) -> dict[str, Any]:
         "ledger": shown.get("ledger", {}),
         "rounds": shown.get("rounds"),
         "ttrl": shown.get("ttrl") or {},
+        "prequential": shown.get("prequential"),
         "problems": [
             {
                 "id": pid,
@@ -250,4 +251,5 @@ def detail(run: LoadedRun, pid: str) -> dict[str, Any]:
         "rounds": rounds,
         "matrix": matrix,
         "ttrl": ttrl,
+        "answered_with": record.answered_with.model_dump(mode="json") if record.answered_with else None,
     }

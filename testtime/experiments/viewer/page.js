@@ -41,6 +41,10 @@ function runTable(run, r) {
                             ["oracle coverage by round", run.rounds.coverage.map(x => fmt(x, 2)).join(" ")]);
   if (run.ttrl && run.ttrl["pass@1_before"]) rows.push(["ttrl: pass@1 before → after", `${ci(run.ttrl["pass@1_before"])} → ${ci(run.ttrl["pass@1_after"])}`],
                                                      ["ttrl: paired gain", ci(run.ttrl["pass@1_gain"])]);
+  const stream = run.prequential;
+  if (stream) rows.push(["stream", `${stream.arrivals} arrivals (${stream.order} order), ${stream.updates} updates, final state ${stream.final_state}`],
+                        ["prequential accuracy", ci(stream.accuracy)],
+                        [`by window of ${stream.window}`, stream.windows.map(w => w.accuracy ? fmt(w.accuracy.mean, 2) : "–").join(" ")]);
   for (const [k, v] of rows) facts.append($("tr", {}, $("th", {text: k}), $("td", {text: v})));
   box.append(facts);
   if (run.curves.step.length) box.append($("h3", {text: "TTRL steps"}), curve(run.curves.step,
@@ -198,6 +202,8 @@ async function show() {
   if (d.statement) pane.append($("h3", {text: "problem"}), statementView(d.statement));
   pane.append($("h3", {text: "graded against"}), gradeView(d), $("div", {text: `prediction ${String(d.prediction ?? "(none)").slice(0, 200)}`}));
   if (d.selection) pane.append($("div", {class: "muted", text: `selection: ${d.selection.rule}${d.selection.tie ? " (tie)" : ""}`}));
+  const w = d.answered_with;
+  if (w) pane.append($("div", {class: "muted", text: `arrival ${w.arrival}, answered with ${{none: "no adaptation", memory: "memory version", weights: "weights after optimiser step"}[w.kind]}${w.kind === "none" ? "" : " " + w.state}${w.memory.length ? "; lessons shown: " + w.memory.map(i => "M" + i).join(" ") : ""}`}));
   if (d.rounds.length) pane.append($("h3", {text: "timeline"}), timelineView(d.rounds), $("h3", {text: "rounds"}), roundsView(d.rounds));
   if (d.matrix && d.matrix.rows.length) pane.append($("h3", {text: "execution verdicts"}), matrixView(d.matrix));
   if (d.ttrl) pane.append($("h3", {text: "TTRL votes"}), votesView(d.ttrl));
