@@ -14,6 +14,7 @@ SCRIPTS = sorted(p.name for p in PERF.glob("*.py"))
 NEEDS = {  # what a script needs beyond the base install; without it, it is skipped here (CI has all of it)
     "hf_prefill.py": "torch",
     "ttrl_step.py": "trl",
+    "stream.py": "trl",
     "sandbox.py": "docker",
     "selection.py": "docker",
 }

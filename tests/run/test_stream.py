@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import re
 import signal
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -112,9 +114,6 @@ def test_a_killed_stream_resumes_with_the_state_each_arrival_would_have_met(
 
 
 def test_a_stream_from_stdin_reports_each_bad_line_and_goes_on(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
     lines = [
         '{"id": "a", "question": "What is 2 + 3?", "answer": "3"}',  # fake:echo boxes the last number: right
         "{not json",
@@ -178,3 +177,27 @@ def test_stream_options_out_of_place_are_one_line_errors(testtime_cli, tmp_path:
         done = testtime_cli("run", "--bench", "arith", "--model", "fake:", "--out", str(tmp_path / "x"), *args)
         assert done.returncode != 0 and message in done.stderr, done.stderr
         assert "Traceback" not in done.stderr and not (tmp_path / "x").exists()
+
+
+def test_lines_torn_by_a_kill_are_dropped_before_the_stream_goes_on(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+
+    def stream(*lines: str, resume: bool = False) -> subprocess.CompletedProcess[str]:
+        where = (
+            ["--resume", str(out)] if resume else ["--bench", "-", "--model", "fake:", "--n", "1", "--out", str(out)]
+        )
+        return subprocess.run(
+            [sys.executable, "-m", "testtime.cli", "run", *where, "--quiet"],
+            input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        )  # fmt: skip
+
+    assert stream('{"id": "a", "question": "What is 1 + 1?", "answer": "1"}').returncode == 0
+    for torn in (out / "problems.jsonl", out / "stream" / "labels.jsonl"):
+        with torn.open("a") as f:
+            f.write('{"id": "b", "statem')  # a kill -9 mid-write
+    done = stream('{"id": "c", "question": "What is 2 + 2?", "answer": "2"}', resume=True)
+    assert done.returncode == 0, done.stderr
+    assert [(r.problem_id, r.correct) for r in assert_prequential(out)] == [("a", True), ("c", True)]
+    for path in (out / "problems.jsonl", out / "stream" / "labels.jsonl"):
+        assert [json.loads(line)["id" if path.name == "problems.jsonl" else "problem_id"] for line in
+                path.read_text().splitlines()] == ["a", "c"]  # fmt: skip

@@ -42,21 +42,22 @@ def _text(path: Path) -> str:
         raise UserError(f"{path}:{line}: not valid UTF-8 (byte 0x{raw[exc.start]:02x} at column {column})") from None
 
 
+def line_row(line: str, where: str, number: int) -> Row:
+    """One JSON-lines line as a row (`where` names its file and line in errors; a stream's too)."""
+    try:
+        value = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{where}: not valid JSON ({exc.msg})") from None
+    except RecursionError:
+        raise UserError(f"{where}: JSON nested too deeply") from None
+    if not isinstance(value, dict):
+        raise UserError(f"{where}: expected a JSON object, got {type(value).__name__}")
+    return _row(value, where, f"line {number}")
+
+
 def jsonl_rows(path: Path) -> list[Row]:
-    rows = []
-    for number, line in enumerate(_text(path).split("\n"), 1):
-        if not line.strip():
-            continue
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UserError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
-        except RecursionError:
-            raise UserError(f"{path}:{number}: JSON nested too deeply") from None
-        if not isinstance(value, dict):
-            raise UserError(f"{path}:{number}: expected a JSON object, got {type(value).__name__}")
-        rows.append(_row(value, f"{path}:{number}", f"line {number}"))
-    return rows
+    lines = enumerate(_text(path).split("\n"), 1)
+    return [line_row(line, f"{path}:{number}", number) for number, line in lines if line.strip()]
 
 
 def json_rows(path: Path) -> list[Row]:

@@ -8,13 +8,11 @@ runner records). Nothing is read before the run starts: `load` has no problems.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from testtime.benchmarks.base import Benchmark, SealedReferences
 from testtime.benchmarks.dataset import Dataset
-from testtime.benchmarks.rows import Row
-from testtime.core.errors import UserError
+from testtime.benchmarks.rows import line_row
 from testtime.core.records import Problem, Reference
 from testtime.sandbox import Limits
 
@@ -50,17 +48,8 @@ class StdinStream(Dataset):
 
     def parse(self, line: str, number: int) -> tuple[Problem, Reference]:
         """One line as a problem and its reference; a `UserError` naming the line when it is not one."""
-        self.where = where = f"stdin:{number}"
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UserError(f"{where}: not valid JSON ({exc.msg})") from None
-        except RecursionError:
-            raise UserError(f"{where}: JSON nested too deeply") from None
-        if not isinstance(value, dict):
-            raise UserError(f"{where}: expected a JSON object, got {type(value).__name__}")
-        row = Row(value)
-        row.where, row.position = where, f"line {number}"
+        self.where = f"stdin:{number}"
+        row = line_row(line, self.where, number)
         self.rows, self.columns = [row], list(row)
         self.mapping = self._map()
         return self._problem(self._id(row, number), row)

@@ -26,7 +26,13 @@ Opt = typer.Option
 # name → (annotation with its flag and help, default). Order is the order --help lists them in.
 SHARED: dict[str, tuple[Any, Any]] = {
     "bench": (
-        Annotated[str, Opt(help="aime24 | aime25 | amc23 | math500 | arith | pyfunc | lcb-v6 (see `testtime list`)")],
+        Annotated[
+            str,
+            Opt(
+                help="aime24 | aime25 | amc23 | math500 | arith | pyfunc | lcb-v6 (see `testtime list`), a data file, "
+                "hf:ORG/NAME, or - (a --stream on standard input)"
+            ),
+        ],
         "arith",
     ),
     "model": (

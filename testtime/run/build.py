@@ -116,6 +116,8 @@ def build_parts(settings: RunSettings, replay: bool = False) -> RunParts:
     benchmark, method = build_benchmark(settings), build_method(settings)
     if benchmark.name == "stdin" and not settings.stream:
         raise UserError("--bench - reads a stream from standard input: add --stream")
+    if benchmark.name == "stdin" and method.uses_labels():
+        raise UserError("the oracle reward trains on labels known before the run; on standard input they come later")
     method.streaming = settings.stream
     method.check_stream()
     method.check_model(settings.model)

@@ -65,6 +65,12 @@ class StreamFiles:
     def reject(self, where: str, reason: str) -> None:
         self._append(self.rejected, json.dumps({"where": where, "reason": reason, "time": time.time()}))
 
+    def repair(self) -> None:
+        """Drop a line torn by a kill -9 before appending again, so each file stays one record a line."""
+        for path, kind in ((self.labels, Reference), (self.updates, StreamUpdate)):
+            if path.exists():
+                path.write_text("".join(r.model_dump_json() + "\n" for r in _records(path, kind)), encoding="utf-8")
+
     def read_labels(self) -> dict[str, Reference]:
         return {r.problem_id: r for r in _records(self.labels, Reference)}
 
@@ -171,6 +177,8 @@ async def solve_stream(
     learner = run.parts.method.learner(ctx)
     try:
         problems = directory.read_problems()
+        directory.write_problems(list(problems.values()))  # without a line a kill -9 tore
+        files.repair()
         results = sorted(
             (r for r in directory.read_results() if r.answered_with is not None),
             key=lambda r: r.answered_with.arrival if r.answered_with else 0,

@@ -16,7 +16,6 @@ hf:<folder|alias>` (or `vllm:<folder>` on a GPU, whose evaluation then runs on v
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -28,8 +27,9 @@ from testtime.core.results import ProblemResult, TTRLEvaluation, TTRLRecord, TTR
 from testtime.core.rollout import RolloutEngine, gather_landed
 from testtime.methods import METHODS, Method, MethodContext, make_candidates
 from testtime.methods.online import Learner
+from testtime.methods.ttrl.jobs import train, trained_engine
 from testtime.methods.ttrl.settings import TTRLSettings
-from testtime.methods.ttrl.trl_backend import TrainingJob, require_trl, train_ttrl
+from testtime.methods.ttrl.trl_backend import require_trl
 from testtime.models import resolve_model
 from testtime.selectors import SelectionContext
 from testtime.selectors.execution import ExecutionSelector
@@ -121,36 +121,19 @@ class TTRL(Method):
         def context(problem: Problem) -> SelectionContext:
             return SelectionContext(seed=ctx.seed, sandbox=ctx.sandbox, inputs=inputs.get(problem.id))
 
-        loop = asyncio.get_running_loop()
-        job = TrainingJob(
+        final = await train(
+            ctx,
             model_path=model.path,
             problems=problems,
-            prompt=ctx.prompt,
             settings=self.settings,
-            rollout=ctx.sampled("ttrl_rollout"),
             workdir=ctx.workdir,
-            ledger=ctx.engine.ledger,
             model_name=ctx.engine.model_name,
             selector=selector,
             context=context,
             seed=ctx.seed,
-            # the trainer's thread hands each step's votes back to this loop, where the sandbox and engine live
-            run_async=lambda coroutine: asyncio.run_coroutine_threadsafe(coroutine, loop).result(),
-            oracle=ctx.oracle,
-            stop_requested=lambda: ctx.engine.stop is not None,
         )
-        final = await asyncio.to_thread(train_ttrl, job)
-        if final is None or ctx.engine.stop is not None:  # a stop signal: the step in flight was checkpointed
-            raise ctx.engine.stop or RuntimeError("TTRL training ended early without a stop")
         trained = resolve_model(f"{provider}:{final}", max_batch=ctx.engine.concurrency)
-        engine = RolloutEngine(
-            trained,
-            model_name=f"{ctx.engine.model_name}+ttrl",
-            cache=ctx.engine.cache,
-            ledger=ctx.engine.ledger,
-            concurrency=ctx.engine.concurrency,
-            logprobs=ctx.engine.logprobs,
-        )
+        engine = trained_engine(ctx, trained, f"{ctx.engine.model_name}+ttrl")
         try:
             after = await self._evaluate(problems, ctx, engine, after=True)
         finally:

@@ -14,7 +14,6 @@ Each update starts a fresh optimiser and schedule on the current weights (the re
 
 from __future__ import annotations
 
-import asyncio
 import random
 import shutil
 import time
@@ -25,10 +24,9 @@ from typing import TYPE_CHECKING
 from testtime.core.errors import UserError
 from testtime.core.records import Problem
 from testtime.core.results import ProblemResult, StreamUpdate, read_steps
-from testtime.core.rollout import RolloutEngine
 from testtime.methods import MethodContext, make_candidates
 from testtime.methods.online import Learner
-from testtime.methods.ttrl.trl_backend import TrainingJob, train_ttrl
+from testtime.methods.ttrl.jobs import train, trained_engine
 from testtime.models import resolve_model
 
 if TYPE_CHECKING:
@@ -121,26 +119,17 @@ class OnlineTTRL(Learner):
         started = time.perf_counter()
         if self.engine.model is not None:
             await self.engine.model.aclose()  # free these weights before the trainer loads its copy
-        loop = asyncio.get_running_loop()
-        job = TrainingJob(
+        final = await train(
+            ctx,
             model_path=self.weights,
             problems=window,
-            prompt=ctx.prompt,
             settings=settings,
-            rollout=ctx.sampled("ttrl_rollout"),
             workdir=self._folder(update),
-            ledger=ctx.engine.ledger,
-            model_name=f"{ctx.engine.model_name}+ttrl@{self.steps}",
+            model_name=ctx.engine.model_name,
             selector=self.method.selector_for(window[0].domain),
             context=lambda problem: ctx.selection(),
             seed=ctx.seed + update,
-            run_async=lambda coroutine: asyncio.run_coroutine_threadsafe(coroutine, loop).result(),
-            oracle=ctx.oracle,
-            stop_requested=lambda: ctx.engine.stop is not None,
         )
-        final = await asyncio.to_thread(train_ttrl, job)
-        if final is None or ctx.engine.stop is not None:  # a stop signal: the step in flight was checkpointed
-            raise ctx.engine.stop or RuntimeError("TTRL training ended early without a stop")
         self.steps += len({step.step for step in read_steps(self._folder(update) / "ttrl" / "steps.jsonl")})
         self.updates, self.weights = update, str(final)
         await self._load()
@@ -157,17 +146,5 @@ class OnlineTTRL(Learner):
     async def _load(self) -> None:
         """The current weights behind their own engine; its name carries the step, so no answer of another state
         comes back from the cache."""
-        ctx = self.ctx
-        model = resolve_model(f"{self.provider}:{self.weights}", max_batch=ctx.engine.concurrency)
-        self.engine = RolloutEngine(
-            model,
-            model_name=f"{ctx.engine.model_name}+ttrl@{self.steps}",
-            cache=ctx.engine.cache,
-            ledger=ctx.engine.ledger,
-            concurrency=ctx.engine.concurrency,
-            retry=ctx.engine.retry,
-            max_cost_usd=ctx.engine.max_cost_usd,
-            max_tokens_total=ctx.engine.max_tokens_total,
-            trace=ctx.engine.trace,
-            logprobs=ctx.engine.logprobs,
-        )
+        model = resolve_model(f"{self.provider}:{self.weights}", max_batch=self.ctx.engine.concurrency)
+        self.engine = trained_engine(self.ctx, model, f"{self.ctx.engine.model_name}+ttrl@{self.steps}")

@@ -1,0 +1,71 @@
+"""What offline and online TTRL share around the trainer: a training run handed to TRL's thread from the run's
+event loop (`train`), and the engine that samples from trained weights (`trained_engine`)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from testtime.core.model import LanguageModel
+from testtime.core.records import Problem
+from testtime.core.rollout import RolloutEngine
+from testtime.methods import MethodContext
+from testtime.methods.ttrl.settings import TTRLSettings
+from testtime.methods.ttrl.trl_backend import TrainingJob, train_ttrl
+from testtime.selectors import SelectionContext, Selector
+
+
+async def train(
+    ctx: MethodContext,
+    *,
+    model_path: str,
+    problems: Sequence[Problem],
+    settings: TTRLSettings,
+    workdir: Path,
+    model_name: str,
+    selector: Selector,
+    context: Callable[[Problem], SelectionContext],
+    seed: int,
+) -> Path:
+    """Train on a thread; the trained weights' folder. A stop signal ends it at a checkpointed step and raises."""
+    loop = asyncio.get_running_loop()
+    job = TrainingJob(
+        model_path=model_path,
+        problems=problems,
+        prompt=ctx.prompt,
+        settings=settings,
+        rollout=ctx.sampled("ttrl_rollout"),
+        workdir=workdir,
+        ledger=ctx.engine.ledger,
+        model_name=model_name,
+        selector=selector,
+        context=context,
+        seed=seed,
+        # the trainer's thread hands each step's votes back to this loop, where the sandbox and engine live
+        run_async=lambda coroutine: asyncio.run_coroutine_threadsafe(coroutine, loop).result(),
+        oracle=ctx.oracle,
+        stop_requested=lambda: ctx.engine.stop is not None,
+    )
+    final = await asyncio.to_thread(train_ttrl, job)
+    if final is None or ctx.engine.stop is not None:  # a stop signal: the step in flight was checkpointed
+        raise ctx.engine.stop or RuntimeError("TTRL training ended early without a stop")
+    return final
+
+
+def trained_engine(ctx: MethodContext, model: LanguageModel, model_name: str) -> RolloutEngine:
+    """Trained weights behind the run's cache, ledger, trace, retries and budgets; `model_name` (naming the
+    training) keys the cache, so no answer of other weights comes back from it."""
+    run = ctx.engine
+    return RolloutEngine(
+        model,
+        model_name=model_name,
+        cache=run.cache,
+        ledger=run.ledger,
+        concurrency=run.concurrency,
+        retry=run.retry,
+        max_cost_usd=run.max_cost_usd,
+        max_tokens_total=run.max_tokens_total,
+        trace=run.trace,
+        logprobs=run.logprobs,
+    )
