@@ -139,6 +139,7 @@ def test_a_stream_from_stdin_reports_each_bad_line_and_goes_on(tmp_path: Path) -
     assert [(r.problem_id, r.correct) for r in answered] == [("a", True), ("b", None), ("d", False)]
     rejected = (out / "stream" / "rejected.jsonl").read_text().splitlines()
     assert [json.loads(line)["where"] for line in rejected] == ["stdin:2", "stdin:3", "stdin:5", "stdin:6"]
+    assert json.loads((out / "config.json").read_text())["kind"] == "stream"
     summary = json.loads((out / "summary.json").read_text())
     assert summary["labelled"] == 2 and summary["unlabelled"] == 1
     assert summary["prequential"]["order"] == "stdin" and summary["prequential"]["running_accuracy"] == [1.0, 1.0, 0.5]

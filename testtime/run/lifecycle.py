@@ -1,7 +1,7 @@
 """The one place a run directory is created or opened: a new run, a resume (with changed budgets, a new
 server, another timeout or concurrency), a replay, or a sub-run that is created the first time and resumed
-after (ablate, `ttrl controls`, the miniature). Each returns an `OpenRun` that `execute` runs; new kinds of
-run (served, streamed) open here too, as another `kind` of manifest.
+after (ablate, `ttrl controls`, the miniature). Each returns an `OpenRun` that `execute` runs; other kinds of
+run open here too, as another `kind` of manifest: served (`create_served`) and streamed (`--stream`).
 
 A directory has one writer at a time: opening it for writing takes a lock (released when the process ends,
 kill -9 included), and a second writer is refused with the holder's pid.
@@ -64,6 +64,7 @@ def create(settings: RunSettings, out: Path | None, runs_root: Path = Path("runs
         parts.close()
         raise
     manifest = RunManifest(
+        kind="stream" if settings.stream else "batch",
         run=_recordable(settings),
         effective=parts.effective(settings),
         method=parts.method.describe(),

@@ -20,7 +20,8 @@ from testtime.core.records import SamplingParams
 from testtime.run.settings import RunSettings
 
 SCHEMA_VERSION = 2
-RunKind = Literal["batch", "served"]  # served: `testtime serve`, one problem a request (streams to come)
+# served: `testtime serve`, one problem a request; stream: `run --stream`, problems answered in arrival order
+RunKind = Literal["batch", "served", "stream"]
 
 
 class Effective(BaseModel):
