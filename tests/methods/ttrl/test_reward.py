@@ -194,7 +194,7 @@ def test_trained_tokens_are_counted_once_per_generation_batch(tmp_path):
 
     settings = TTRLSettings.from_options({"preset": "cpu", "collapse": "off"})
     ledger = Ledger(tmp_path / "ledger.jsonl")
-    job = SimpleNamespace(settings=settings, root=tmp_path, model_name="hf:test", ledger=ledger)
+    job = SimpleNamespace(settings=settings, root=tmp_path, model_name="hf:test", ledger=ledger, earlier_steps=())
     callback = make_callback(job, StepBuffer(), parameters=10, started_step=0)
     running = {1: 100, 5: 220, 9: 330}  # three generation batches of 100, 120 and 110 tokens
     for step in range(1, 10):
@@ -203,3 +203,23 @@ def test_trained_tokens_are_counted_once_per_generation_batch(tmp_path):
     ledger.close()
     counted = [e.train_tokens for e in read_entries(tmp_path / "ledger.jsonl") if e.kind == "train_step"]
     assert counted == [100, 0, 0, 0, 120, 0, 0, 0, 110]
+
+
+def test_an_online_update_alarm_sees_the_steps_of_the_updates_before_it(tmp_path):
+    """A stream's update trains a few steps: on its own it could never fill the alarm's windows (2 × 5)."""
+    from testtime.core.results import TTRLStep
+    from testtime.methods.ttrl.monitor import primed_alarm
+    from testtime.methods.ttrl.reward import append_step
+
+    earlier = [tmp_path / f"update-{k}.jsonl" for k in (1, 2)]
+    for path, (ratio, entropy, length) in zip(earlier, [(0.6, 0.5, 100), (0.99, 0.01, 20)], strict=True):
+        for step in range(4):
+            append_step(path, TTRLStep(step=step, majority_ratio=ratio, entropy=entropy, mean_length=length))
+    collapsing = {"majority_ratio": 0.99, "entropy": 0.01, "mean_length": 20}
+    fired = primed_alarm(earlier).update(collapsing)  # the 9th step it has seen: one short of its windows
+    assert fired is None
+    primed = primed_alarm(earlier)
+    primed.update(collapsing)
+    reason = primed.update(collapsing)
+    assert reason and "collapse" in reason
+    assert primed_alarm([tmp_path / "none.jsonl"]).update(collapsing) is None  # nothing written: a fresh alarm

@@ -27,6 +27,7 @@ async def train(
     selector: Selector,
     context: Callable[[Problem], SelectionContext],
     seed: int,
+    earlier_steps: tuple[Path, ...] = (),
 ) -> Path:
     """Train on a thread; the trained weights' folder. A stop signal ends it at a checkpointed step and raises."""
     loop = asyncio.get_running_loop()
@@ -46,6 +47,7 @@ async def train(
         run_async=lambda coroutine: asyncio.run_coroutine_threadsafe(coroutine, loop).result(),
         oracle=ctx.oracle,
         stop_requested=lambda: ctx.engine.stop is not None,
+        earlier_steps=earlier_steps,
     )
     final = await asyncio.to_thread(train_ttrl, job)
     if final is None or ctx.engine.stop is not None:  # a stop signal: the step in flight was checkpointed

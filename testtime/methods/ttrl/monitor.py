@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from statistics import mean
 from typing import Any
 
-from testtime.core.results import TTRLVote
+from testtime.core.results import TTRLVote, read_steps
 
 
 @dataclass
@@ -93,3 +94,13 @@ class CollapseAlarm:
                 f"{avg(first, 'mean_length'):.1f}→{avg(recent, 'mean_length'):.1f} over the last {self.window} steps"
             )
         return None
+
+
+def primed_alarm(paths: Sequence[Path]) -> CollapseAlarm:
+    """An alarm that has seen the steps already written (a resumed run's, a stream's earlier updates'), so its
+    windows span them: an online update of a few steps could never fill them on its own."""
+    alarm = CollapseAlarm()
+    for path in paths:
+        for step in read_steps(path):
+            alarm.update(step.model_dump())
+    return alarm

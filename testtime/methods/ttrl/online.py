@@ -4,11 +4,13 @@ arrival with the weights as they are, and every `update_every` arrivals trains o
 An answer: `eval_samples` samples at the evaluation temperature, the selector's vote among them (the same rule
 as `--method majority` on the same stream: no adaptation, the baseline). An update: the last `window` arrivals
 plus `replay` older ones (a seeded draw), `update_steps` rollout steps of the offline recipe (vote among
-N_vote, reward the N_train, GRPO; the same rewards, controls, health signals and collapse alarm), trained from
-the current weights in `stream/update-<k>/` (its own `ttrl/steps.jsonl`, checkpoints and `final/`; once it is
-loaded, its checkpoints and the previous update's weights are deleted: a stream keeps one set of weights). The state an
-answer names is the optimiser steps taken so far. A resumed stream takes the last finished update's weights;
-an update that was due or in flight when the run stopped runs (from its last checkpoint) before any new arrival.
+N_vote, reward the N_train, GRPO; the same rewards, controls, health signals and collapse alarm, its label
+history and alarm carried from update to update; `collapse=stop` freezes the weights for the rest), trained from
+the current weights in `stream/update-<k>/` (its own `ttrl/steps.jsonl`, checkpoints and `final/`; once it
+is loaded, its checkpoints and the previous update's weights are deleted: a stream keeps one set of weights).
+The state an answer names is the optimiser steps taken so far. A resumed stream takes the last finished
+update's weights; an update that was due or in flight when the run stopped runs (from its last checkpoint)
+before any new arrival.
 Each update starts a fresh optimiser and schedule on the current weights (the reference trains offline only).
 """
 
@@ -46,6 +48,7 @@ class OnlineTTRL(Learner):
         self.buffer: list[Problem] = []
         self.steps = 0
         self.updates = 0
+        self.collapsed: str | None = None  # the alarm stopped an update (collapse=stop): the weights stay as they are
 
     @property
     def state(self) -> int:
@@ -70,7 +73,7 @@ class OnlineTTRL(Learner):
 
     async def learn(self, problem: Problem, result: ProblemResult) -> StreamUpdate | None:
         self.buffer.append(problem)
-        if len(self.buffer) % self.settings.update_every:
+        if len(self.buffer) % self.settings.update_every or self.collapsed:
             return None
         return await self._update()
 
@@ -98,6 +101,15 @@ class OnlineTTRL(Learner):
     def _folder(self, update: int) -> Path:
         assert self.ctx.workdir is not None
         return self.ctx.workdir / "stream" / f"update-{update}"
+
+    def _steps_file(self, update: int) -> Path:
+        return self._folder(update) / "ttrl" / "steps.jsonl"
+
+    def _stopped_by_alarm(self, update: int) -> str | None:
+        """The alarm's reason when it stopped this update (`collapse=stop`): no later update runs."""
+        if self.settings.collapse != "stop":
+            return None
+        return next((s.collapse_alarm for s in read_steps(self._steps_file(update)) if s.collapse_alarm), None)
 
     def _window(self, update: int) -> list[Problem]:
         s = self.settings
@@ -129,9 +141,11 @@ class OnlineTTRL(Learner):
             selector=self.method.selector_for(window[0].domain),
             context=lambda problem: ctx.selection(),
             seed=ctx.seed + update,
+            earlier_steps=tuple(self._steps_file(k) for k in range(1, update)),
         )
-        self.steps += len({step.step for step in read_steps(self._folder(update) / "ttrl" / "steps.jsonl")})
+        self.steps += len({step.step for step in read_steps(self._steps_file(update))})
         self.updates, self.weights = update, str(final)
+        self.collapsed = self._stopped_by_alarm(update)
         await self._load()
         # Only what a resume needs stays: the newest weights (a 135M model's checkpoint is 1.6 GB with its optimiser).
         shutil.rmtree(self._folder(update) / "ttrl" / "checkpoints", ignore_errors=True)

@@ -29,7 +29,7 @@ from testtime.core.ledger import Ledger, LedgerEntry
 from testtime.core.oracle import LabelOracle
 from testtime.core.records import Message, Problem, SamplingParams
 from testtime.core.results import TTRLStep
-from testtime.methods.ttrl.monitor import CollapseAlarm, LabelHistory
+from testtime.methods.ttrl.monitor import LabelHistory, primed_alarm
 from testtime.methods.ttrl.reward import RunAsync, StepBuffer, VoteReward, append_step, as_chat, resume_steps
 from testtime.methods.ttrl.rollouts import prompt_ids, sample_extra, shared_rollouts
 from testtime.methods.ttrl.settings import CONFIDENCE_REWARDS, TTRLSettings
@@ -80,6 +80,8 @@ class TrainingJob:
     oracle: LabelOracle | None = None  # the `oracle` reward's labels; None for every label-free reward
     # A stop signal (Ctrl-C, SIGTERM): the step in flight finishes, is checkpointed, and training ends there
     stop_requested: Callable[[], bool] = lambda: False
+    # Online TTRL: the stream's earlier updates' steps.jsonl, so label flips and the collapse alarm span updates
+    earlier_steps: tuple[Path, ...] = ()
 
     @property
     def root(self) -> Path:
@@ -89,8 +91,8 @@ class TrainingJob:
 def make_callback(job: TrainingJob, buffer: StepBuffer, parameters: int, started_step: int) -> Any:
     from transformers import TrainerCallback
 
-    alarm = CollapseAlarm()
     settings, steps_path, trained_model = job.settings, job.root / "steps.jsonl", f"{job.model_name}+ttrl"
+    alarm = primed_alarm((*job.earlier_steps, steps_path))
 
     class TTRLCallback(TrainerCallback):
         """Per optimiser step: one steps.jsonl line, one ledger line, and the collapse check."""
@@ -179,6 +181,8 @@ def train_ttrl(job: TrainingJob) -> Path | None:
     checkpoints = root / "checkpoints"
     checkpoints.mkdir(parents=True, exist_ok=True)
     history = LabelHistory()
+    for path in job.earlier_steps:
+        resume_steps(path, history)
     started_step = resume_steps(root / "steps.jsonl", history)
     updates_per_rollout = settings.prompts_per_step // settings.mini_batch_prompts
     gpu = torch.cuda.is_available()
