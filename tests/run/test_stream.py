@@ -202,3 +202,17 @@ def test_lines_torn_by_a_kill_are_dropped_before_the_stream_goes_on(tmp_path: Pa
     for path in (out / "problems.jsonl", out / "stream" / "labels.jsonl"):
         assert [json.loads(line)["id" if path.name == "problems.jsonl" else "problem_id"] for line in
                 path.read_text().splitlines()] == ["a", "c"]  # fmt: skip
+
+
+def test_a_stream_stopped_by_its_budget_resumes_at_the_arrival_it_stopped_on(testtime_cli, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    args = ["--stream", "--limit", "6", "--model", "fake:", "--n", "2", "--quiet"]
+    stopped = testtime_cli("run", *args, "--max-tokens-total", "150", "--out", str(out))
+    assert stopped.returncode == 0 and "stopped:" in stopped.stderr
+    first = len(records(out))
+    assert 0 < first < 6
+    resumed = testtime_cli("run", "--resume", str(out), "--max-tokens-total", "100000", "--quiet")
+    assert resumed.returncode == 0, resumed.stderr
+    assert len(assert_prequential(out)) == 6
+    paid = [e for e in read_entries(out / "ledger.jsonl") if not e.cached]
+    assert len(paid) == 6 * 2  # the arrival the budget stopped on was asked once, then finished from the cache
