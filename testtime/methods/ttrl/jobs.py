@@ -4,6 +4,8 @@ event loop (`train`), and the engine that samples from trained weights (`trained
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import gc
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -50,9 +52,20 @@ async def train(
         earlier_steps=earlier_steps,
     )
     final = await asyncio.to_thread(train_ttrl, job)
+    give_back_memory()
     if final is None or ctx.engine.stop is not None:  # a stop signal: the step in flight was checkpointed
         raise ctx.engine.stop or RuntimeError("TTRL training ended early without a stop")
     return final
+
+
+def give_back_memory() -> None:
+    """Return a finished trainer's memory to the system before the trained weights load: glibc keeps what was
+    freed, and a stream's resident memory grew by about 0.7 GB an update without this (flat with it)."""
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        return  # not glibc: nothing to trim
 
 
 def trained_engine(ctx: MethodContext, model: LanguageModel, model_name: str) -> RolloutEngine:
