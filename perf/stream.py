@@ -7,8 +7,8 @@ distil), per-problem memory vs memory shared across the stream. Part `ttrl` (the
 sampling, T=1.0), with
 online TTRL (`--preset cpu`, an update of 2 rollout steps on the last 8 arrivals every 4), and offline TTRL
 trained on the whole set first at the same rollout steps (16), then evaluated (transductive: it saw every
-problem before answering any). Runs go under `--out` and are resumed when present, so a table is re-printed
-from finished runs without a model call.
+problem before answering any). Runs go under `--out` (else a temporary folder, removed after) and are resumed
+when present, so a table is re-printed from finished runs without a model call.
 
     .venv/bin/python perf/stream.py [--part memory|ttrl|all] [--out DIR] [--smoke]
 """
@@ -23,6 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from testtime.evaluation.metrics import paired_difference_ci
 from testtime.methods.ttrl.settings import PRESETS
 from testtime.models.mock_server import MockChatServer, carry_lesson_reply
 
@@ -57,6 +58,16 @@ def row(name: str, summary: dict[str, Any]) -> str:
     return f"| {name} | {accuracy} | {windows} | {ledger['tokens']:,} | {ledger['train_steps']} |"
 
 
+def paired(run: Path, baseline: Path) -> str:
+    """The run's accuracy minus the baseline's, paired by problem (the same arrivals, the same order)."""
+    correct = [
+        {r["problem_id"]: float(bool(r["correct"])) for r in map(json.loads, (p / "results.jsonl").open())}
+        for p in (run, baseline)
+    ]
+    d = paired_difference_ci([correct[0][k] for k in correct[1]], list(correct[1].values()))
+    return "-" if d is None else f"{d.mean:+.3f} [{d.ci_low:+.3f}, {d.ci_high:+.3f}]"
+
+
 def memory_part(out: Path, arrivals: int) -> list[str]:
     rows = []
     with MockChatServer(reply=carry_lesson_reply) as server:
@@ -79,8 +90,19 @@ def ttrl_part(out: Path, arrivals: int, smoke: bool) -> list[str]:
                 "--top-p", str(cpu["eval_top_p"]), "--max-tokens", str(cpu["max_response"]))  # fmt: skip
     none = run(out / "none", "--method", "majority", *sampling, *stream)
     learned = run(out / "online", "--method", "ttrl", "--preset", "cpu", *stream, *online)
-    offline = run(out / "offline", "--method", "ttrl", "--preset", "cpu", "--steps", steps, *stream[1:])
-    return [row("no adaptation (majority of 8)", none), row("online TTRL", learned), row("offline TTRL", offline)]
+    small = ("--method-opt", "prompts_per_step=2") if smoke else ()  # the smoke stream has 2 problems
+    offline = run(out / "offline", "--method", "ttrl", "--preset", "cpu", "--steps", steps, *small, *stream[1:])
+    ttrl = offline["ttrl"]
+    return [
+        row("no adaptation (majority of 8)", none),
+        row("online TTRL", learned),
+        row("offline TTRL", offline),
+        "",
+        f"online TTRL − no adaptation, paired by problem: {paired(out / 'online', out / 'none')}",
+        f"offline TTRL: maj@8 before {ttrl['maj@k_before'].get('8', float('nan')):.3f}, greedy "
+        f"{ttrl['greedy_before']:.3f} → {ttrl['greedy_after']:.3f}, pass@1 {interval(ttrl['pass@1_before'])} → "
+        f"{interval(ttrl['pass@1_after'])}",
+    ]
 
 
 def main() -> None:
@@ -89,16 +111,18 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="where the runs go (default: a temporary folder)")
     parser.add_argument("--smoke", action="store_true", help="a tiny size, to prove the script still runs (CI)")
     args = parser.parse_args()
-    out = args.out or Path(tempfile.mkdtemp(prefix="stream-"))
-    rows = []
-    if args.part in ("memory", "all"):
-        rows += memory_part(out, 4 if args.smoke else 32)
-    if args.part in ("ttrl", "all"):
-        rows += ttrl_part(out, 2 if args.smoke else 32, args.smoke)
+    with tempfile.TemporaryDirectory(prefix="stream-") as scratch:  # runs hold weights: kept only under --out
+        out = args.out or Path(scratch)
+        rows = []
+        if args.part in ("memory", "all"):
+            rows += memory_part(out, 4 if args.smoke else 32)
+        if args.part in ("ttrl", "all"):
+            rows += ttrl_part(out, 2 if args.smoke else 32, args.smoke)
     print("| run | prequential accuracy [95% CI] | by quarter of the stream | tokens | train steps |")
     print("|---|---|---|---|---|")
     print("\n".join(rows))
-    print(f"runs: {out}")
+    if args.out:
+        print(f"runs: {args.out}")
 
 
 if __name__ == "__main__":
