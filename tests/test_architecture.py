@@ -197,8 +197,8 @@ def test_the_label_channel_opens_only_for_a_method_that_asks() -> None:
 
 
 def test_only_the_oracle_reward_and_the_runner_touch_the_label_channel() -> None:
-    """The channel's name appears where it is opened (run/), carried (the method context, TTRL's trainer, its
-    online learner and reward step) and read (the oracle reward); nowhere else in the package."""
+    """The channel's name appears where it is opened (run/), carried (the method context, TTRL's training job,
+    its trainer and reward step) and read (the oracle reward); nowhere else in the package."""
     touching = {
         str(path.relative_to(PACKAGE))
         for path in PACKAGE.rglob("*.py")
@@ -209,8 +209,7 @@ def test_only_the_oracle_reward_and_the_runner_touch_the_label_channel() -> None
         "run/build.py",
         "run/execute.py",
         "methods/__init__.py",
-        "methods/ttrl/__init__.py",
-        "methods/ttrl/online.py",
+        "methods/ttrl/jobs.py",
         "methods/ttrl/trl_backend.py",
         "methods/ttrl/reward.py",
         "methods/ttrl/rewards.py",
