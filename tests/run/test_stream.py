@@ -210,9 +210,9 @@ def test_a_stream_stopped_by_its_budget_resumes_at_the_arrival_it_stopped_on(tes
     stopped = testtime_cli("run", *args, "--max-tokens-total", "150", "--out", str(out))
     assert stopped.returncode == 0 and "stopped:" in stopped.stderr
     first = len(records(out))
-    assert 0 < first < 6
+    assert 0 < first < 6 and not json.loads((out / "summary.json").read_text())["complete"]
     resumed = testtime_cli("run", "--resume", str(out), "--max-tokens-total", "100000", "--quiet")
     assert resumed.returncode == 0, resumed.stderr
-    assert len(assert_prequential(out)) == 6
+    assert len(assert_prequential(out)) == 6 and json.loads((out / "summary.json").read_text())["complete"]
     paid = [e for e in read_entries(out / "ledger.jsonl") if not e.cached]
     assert len(paid) == 6 * 2  # the arrival the budget stopped on was asked once, then finished from the cache

@@ -125,8 +125,8 @@ def execute(run: OpenRun, observer: RunObserver | None = None, retry_errors: boo
         cache.close()
         parts.close()
     records = directory.read_results()
-    if streaming:
-        problems = list(directory.read_problems().values())  # what arrived, in arrival order
+    # A stream's problems are what arrived, in arrival order; one from a benchmark is complete once all arrived.
+    arrived = list(directory.read_problems().values()) if streaming else problems
     extra = {}
     if parts.benchmark.domain == "code":
         extra["grader"] = parts.benchmark.describe().get("grader", "lenient")
@@ -142,7 +142,7 @@ def execute(run: OpenRun, observer: RunObserver | None = None, retry_errors: boo
         n=effective.n if effective else settings.n,
         wall_s=time.perf_counter() - started,
         replay=run.replay_of is not None,
-        complete=len(records) == len(problems),
+        complete=len(records) == len(arrived if stdin else problems),
         stopped=stopped,
         retried_problems=retried,
         uses_labels=method.uses_labels(),
@@ -167,7 +167,7 @@ def execute(run: OpenRun, observer: RunObserver | None = None, retry_errors: boo
             prediction_of(
                 by_id[p.id], settings.method, by_id[p.id].graded_answer, max((s.step for s in steps), default=None)
             )
-            for p in problems
+            for p in arrived
             if p.id in by_id
         ]
     )
