@@ -188,7 +188,7 @@ class Method(ABC):
 
     def check_stream(self) -> None:
         """Refuse options that need a stream (or cannot run on one), before the run directory exists."""
-        if self.streaming and not isinstance(self, PerProblem) and type(self).learner is Method.learner:
+        if self.streaming and type(self).learner is Method.learner:
             raise UserError(f"--method {self.name} cannot run on a stream")
 
     def learner(self, ctx: MethodContext) -> Learner:

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from testtime.core.records import Problem
 from testtime.core.results import ProblemResult
+from testtime.core.rollout import RolloutEngine
 from testtime.methods import METHODS, SAMPLING_FLAGS, MethodContext, PerProblem, SelectorChoice, make_candidates
+from testtime.selectors import Selector
 
 DEFAULT_N = 8
 
@@ -24,11 +26,15 @@ class Majority(PerProblem):
         return n or DEFAULT_N
 
     async def solve(self, problem: Problem, ctx: MethodContext) -> ProblemResult:
-        completions = await ctx.engine.sample(
-            ctx.prompt(problem), ctx.n or DEFAULT_N, ctx.sampled("solve"), problem_id=problem.id
-        )
-        candidates = make_candidates(problem, completions)
-        selection = await self.selector_for(problem.domain).select(problem, candidates, ctx.selection())
-        return ProblemResult(
-            problem_id=problem.id, prediction=selection.answer, candidates=candidates, selection=selection
-        )
+        return await vote(problem, ctx, ctx.engine, ctx.n or DEFAULT_N, self.selector_for(problem.domain))
+
+
+async def vote(
+    problem: Problem, ctx: MethodContext, engine: RolloutEngine, n: int, selector: Selector
+) -> ProblemResult:
+    """N samples of `engine` at the plan's `solve` sampling, then the selector's choice among them (online TTRL
+    answers a stream's arrivals this way with its current weights: the same rule as this method)."""
+    completions = await engine.sample(ctx.prompt(problem), n, ctx.sampled("solve"), problem_id=problem.id)
+    candidates = make_candidates(problem, completions)
+    selection = await selector.select(problem, candidates, ctx.selection())
+    return ProblemResult(problem_id=problem.id, prediction=selection.answer, candidates=candidates, selection=selection)

@@ -125,12 +125,13 @@ async def _stdin_lines(source: TextIO) -> AsyncIterator[str]:
         yield line
 
 
-async def arrivals(run: OpenRun, files: StreamFiles, warn: Callable[[str], None]) -> AsyncIterator[Arrival]:
-    """What arrives, in order: the arrival a stopped run had in flight, then the benchmark's order (skipping
-    what arrived before) or standard input's lines (a bad line or a repeated id rejected, the stream going on)."""
-    directory, parts = run.directory, run.parts
-    seen = directory.read_problems()
-    answered = {r.problem_id for r in directory.read_results()}
+async def arrivals(
+    run: OpenRun, files: StreamFiles, warn: Callable[[str], None], seen: dict[str, Problem], answered: set[str]
+) -> AsyncIterator[Arrival]:
+    """What arrives, in order: the arrival a stopped run had in flight (`seen`, not `answered`), then the
+    benchmark's order (skipping what arrived before) or standard input's lines (a bad line or a repeated id
+    rejected, the stream going on)."""
+    parts, seen = run.parts, dict(seen)
     labels = files.read_labels()
     for problem in seen.values():
         if problem.id not in answered:
@@ -186,14 +187,13 @@ async def solve_stream(
         answered: list[tuple[Problem, ProblemResult]] = [(problems[r.problem_id], r) for r in results]
         arrived = len(problems)
         if answered:
-            updates = [u for u in files.read_updates() if u.arrivals <= len(answered)]
-            note, made = await learner.restore(answered, updates)
+            note, made = await learner.restore(answered, files.read_updates())
             for update in made:
                 files.append_update(update)
             resumed = f"stream resumed after {len(answered)} answered arrivals (none is answered again)"
             warn(f"{resumed}; {note}" if note else resumed)
         order = list(problems)
-        async for arrival in arrivals(run, files, warn):
+        async for arrival in arrivals(run, files, warn, problems, {r.problem_id for r in results}):
             problem = arrival.problem
             place = arrived if arrival.new else order.index(problem.id)
             if arrival.new:

@@ -58,21 +58,23 @@ class Reflection(BaseModel):
     parsed: bool = False
 
 
+def _texts(values: Any) -> list[str]:
+    """The non-empty texts (or numbers) of a parsed JSON list, stripped; anything else skipped."""
+    values = values if isinstance(values, list) else []
+    return [str(v).strip() for v in values if isinstance(v, str | int | float) and str(v).strip()]
+
+
 def parse_lessons(text: str) -> list[str] | None:
     """memory=shared: the generalised lessons (a JSON list of strings); None when the reply holds no list."""
     value = _json_value(text, "[")
-    if not isinstance(value, list):
-        return None
-    return [str(v).strip() for v in value if isinstance(v, str | int | float) and str(v).strip()]
+    return _texts(value) if isinstance(value, list) else None
 
 
 def parse_reflection(text: str) -> Reflection:
     value = _json_value(text, "{")
     if not isinstance(value, dict):
         return Reflection()
-    insights = [
-        str(i).strip() for i in value.get("insights", []) if isinstance(i, str | int | float) and str(i).strip()
-    ]
+    insights = _texts(value.get("insights"))
     deactivate = value.get("deactivate")
     return Reflection(
         insights=insights[:3],

@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING
 from testtime.core.errors import UserError
 from testtime.core.records import Problem
 from testtime.core.results import ProblemResult, StreamUpdate, read_steps
-from testtime.methods import MethodContext, make_candidates
+from testtime.methods import MethodContext
+from testtime.methods.majority import vote
 from testtime.methods.online import Learner
 from testtime.methods.ttrl.jobs import train, trained_engine
 from testtime.models import resolve_model
@@ -58,18 +59,10 @@ class OnlineTTRL(Learner):
         ctx = self.ctx
         if ctx.engine.stop is not None:  # stop signals reach the run's engine, not the trained weights' own
             raise ctx.engine.stop
-        completions = await self.engine.sample(
-            ctx.prompt(problem), ctx.n or self.settings.eval_samples, ctx.sampled("solve"), problem_id=problem.id
+        answered = await vote(
+            problem, ctx, self.engine, ctx.n or self.settings.eval_samples, self.method.selector_for(problem.domain)
         )
-        candidates = make_candidates(problem, completions)
-        selection = await self.method.selector_for(problem.domain).select(problem, candidates, ctx.selection())
-        return ProblemResult(
-            problem_id=problem.id,
-            prediction=selection.answer,
-            candidates=candidates,
-            selection=selection,
-            answered_with=self.answered_with(arrival),
-        )
+        return answered.model_copy(update={"answered_with": self.answered_with(arrival)})
 
     async def learn(self, problem: Problem, result: ProblemResult) -> StreamUpdate | None:
         self.buffer.append(problem)
