@@ -43,7 +43,7 @@ def root(
 
 def _register() -> None:
     from testtime.cli.experiments import ablate_app, export_command, report_command, runs_command, view_command
-    from testtime.cli.run import grade_command, list_command, run_command, run_help
+    from testtime.cli.run import grade_command, list_command, merge_command, run_command, run_help
     from testtime.cli.sandbox import sandbox_app
     from testtime.cli.serve import serve_command, serve_help
     from testtime.cli.ttrl import ttrl_app
@@ -51,6 +51,7 @@ def _register() -> None:
     extra_args = {"allow_extra_args": True, "ignore_unknown_options": True}
     app.command("run", context_settings=extra_args, epilog=run_help())(run_command)
     app.command("grade", context_settings=extra_args)(grade_command)
+    app.command("merge")(merge_command)
     app.command("list")(list_command)
     app.command("serve", context_settings=extra_args, epilog=serve_help())(serve_command)
     app.add_typer(sandbox_app, name="sandbox")

@@ -51,6 +51,18 @@ def run_command(
         ),
     ] = False,
     shuffle: Annotated[bool, Opt("--shuffle", help="with --stream: arrive in a shuffle seeded by --seed")] = False,
+    shard: Annotated[
+        str | None,
+        Opt(help="only shard I of N (1-based): every N-th problem from the I-th, into its own run; testtime merge joins"),
+    ] = None,
+    ray: Annotated[
+        str | None,
+        Opt(
+            help="run as --shards Ray tasks, merged into --out: local (a Ray of this process), auto (RAY_ADDRESS), "
+            "HOST:PORT or ray://HOST:10001; --out must be on a filesystem every node mounts"
+        ),
+    ] = None,
+    shards: Annotated[int | None, Opt(help="with --ray: how many shards (default: the cluster's CPUs)")] = None,
     no_retry_errors: Annotated[
         bool, Opt("--no-retry-errors", help="with --resume: keep failed samples as they are instead of asking again")
     ] = False,
@@ -84,6 +96,10 @@ def run_command(
 
     if resume and replay:
         raise UserError("use either --resume or --replay, not both")
+    if shards is not None and ray is None:
+        raise UserError("--shards says how many Ray tasks: add --ray ADDRESS (or run each with --shard I/N)")
+    if ray is not None and (shard is not None or replay):
+        raise UserError("--ray runs every shard itself: leave out --shard" if shard else "--replay runs here, not on Ray")
     if not flags.quiet:
         show_model_notices()  # the embedded model converts once (building the run) and loads on first use
     if resume:
@@ -104,13 +120,23 @@ def run_command(
         if shuffle and not (stream or flags.bench == "-"):
             raise UserError("--shuffle orders a stream: add --stream")
         streaming = stream or flags.bench == "-"
-        settings = flags.settings(method, method_options, bench_options=bench_flags, stream=streaming, shuffle=shuffle)
+        if ray is not None and shards is None:
+            shards = cluster_cpus(ray)
+        settings = flags.settings(
+            method, method_options, bench_options=bench_flags, stream=streaming, shuffle=shuffle, shard=shard,
+            shards=shards if ray is not None else None,
+        )  # fmt: skip
         run = lifecycle.create(settings, out)
     for note in run.notes:
         console.print(f"[yellow]{escape(note)}[/yellow]", soft_wrap=True)
     console.print(f"run directory: [bold]{run.path}[/bold]", soft_wrap=True)
     try:
-        summary = execute(run, RunProgress(enabled=flags.progress), retry_errors=not no_retry_errors)
+        if run.settings.shards:
+            from testtime.run.ray_shards import execute_on_ray
+
+            summary = execute_on_ray(run, ray or default_ray_address(), RunProgress(enabled=flags.progress))
+        else:
+            summary = execute(run, RunProgress(enabled=flags.progress), retry_errors=not no_retry_errors)
     except (Interrupted, KeyboardInterrupt) as exc:
         signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
         console.print(
@@ -142,6 +168,36 @@ def run_command(
     )
     if summary.all_failed():
         raise typer.Exit(EXIT_ALL_FAILED)
+
+
+def cluster_cpus(address: str) -> int:
+    """--ray's default shard count: one per CPU of the cluster."""
+    from testtime.run.ray_shards import connect
+
+    return max(1, int(connect(address).cluster_resources().get("CPU", 1)))
+
+
+def default_ray_address() -> str:
+    """A Ray run resumed without --ray: the cluster RAY_ADDRESS names, else a Ray of this process."""
+    import os
+
+    return "auto" if os.environ.get("RAY_ADDRESS") else "local"
+
+
+def merge_command(
+    runs: Annotated[list[Path], typer.Argument(help="the shard run directories (--shard 1/N ... N/N)")],
+    out: Annotated[Path, Opt(help="the merged run directory (new or empty)")],
+) -> None:
+    """Merge the shards of one run (`run --shard I/N`) into one run directory, as if it had run unsharded:
+    results in the unsharded order, every shard's ledger, trace and cache, the summary recomputed. Refuses
+    shards of different runs, a shard given twice or missing, and unfinished shards."""
+    from testtime.cli.display import console, print_warnings, results_console, summary_table
+    from testtime.run.merge import merge_runs
+
+    directory, summary = merge_runs(runs, out)
+    results_console.print(summary_table(summary, f"{summary.method} on {summary.bench} · {summary.model}"))
+    print_warnings(summary)
+    console.print(f"merged {len(runs)} shards into {directory.path}", soft_wrap=True)
 
 
 def grade_command(

@@ -10,10 +10,11 @@ from testtime.core.errors import UserError
 from testtime.core.model import LanguageModel
 from testtime.core.oracle import LabelOracle
 from testtime.core.records import Problem
-from testtime.methods import METHODS, Method, load_methods
+from testtime.methods import METHODS, Method, PerProblem, load_methods
 from testtime.models import resolve_model
 from testtime.run.manifest import Effective
 from testtime.run.settings import RunSettings
+from testtime.run.shard import shard_of
 from testtime.sandbox import Sandbox
 from testtime.sandbox.choose import CHOICES, open_sandbox
 
@@ -97,6 +98,17 @@ def check_labels_available(method: Method, benchmark: Benchmark, references: Sea
         raise UserError(f"the oracle reward trains on the labels, and {missing} problems here have none")
 
 
+def check_shardable(method: Method, settings: RunSettings) -> None:
+    """Only a method that solves each problem on its own gives the same answers in shards as in one run."""
+    if settings.stream:
+        raise UserError("--shard splits a batch run; a --stream answers its problems in one order, on one learner")
+    if not isinstance(method, PerProblem):
+        raise UserError(
+            f"--method {method.name} learns across the problems (one model trained on all of them): a shard would "
+            "train another model on each slice; run it unsharded, or on verl across nodes (testtime ttrl verl)"
+        )
+
+
 def check_sandbox_choice(settings: RunSettings) -> None:
     if settings.sandbox not in CHOICES:
         raise UserError(f"--sandbox must be one of {', '.join(CHOICES)}, not '{settings.sandbox}'")
@@ -123,6 +135,10 @@ def build_parts(settings: RunSettings, replay: bool = False) -> RunParts:
     method.check_model(settings.model)
     method.prepare(benchmark.domain, benchmark.name)  # its selector: a bad --selector or --selector-opt fails here
     problems, references = load_problems(benchmark, settings.limit)
+    if settings.shard is not None or settings.shards is not None:
+        check_shardable(method, settings)
+    if settings.shard is not None:
+        problems = shard_of(problems, settings.shard)
     check_labels_available(method, benchmark, references)
     model = None if replay else build_model(settings)
     sandbox = None

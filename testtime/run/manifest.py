@@ -5,7 +5,7 @@ settings as asked (they rebuild the run; `null` = the method's default); `effect
 sampling each kind of call sent (solve, strategies, reflect, tests, aggregate, TTRL's rollouts and
 evaluations), the samples per problem, the problems. `method`, `benchmark` and `model` describe each after
 presets and defaults (the selector and its options under `method`). Every resume that changed a setting is
-listed in `resumed`. Files written before the schema was versioned (no `schema_version`) are read through
+listed in `resumed`; a run merged from shards lists them in `merged_from`. Files written before the schema was versioned (no `schema_version`) are read through
 `run.migrate`.
 """
 
@@ -56,6 +56,7 @@ class RunManifest(BaseModel):
     versions: dict[str, str] = {}
     created: str = Field(default_factory=lambda: now())
     resumed: list[Resumed] = []
+    merged_from: list[str] = []  # `testtime merge` (or a Ray run): the shard run directories this one joins
 
 
 def now() -> str:

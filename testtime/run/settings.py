@@ -53,8 +53,20 @@ class RunSettings(BaseModel):
     logprobs: int | None = Field(default=None, ge=0, le=20)  # token statistics per sample; k alternatives a token
     stream: bool = False  # problems arrive one at a time, each answered before anything is learned from it
     shuffle: bool = False  # a stream in a seeded shuffle of the dataset's order (--seed)
+    shards: int | None = Field(default=None, ge=1)  # run --ray: this run is N shards, merged (run/ray_shards.py)
+    shard: str | None = None  # "I/N": every N-th loaded problem from the I-th (run/shard.py); None: all of them
 
     _urls = field_validator("api_base")(_http_urls)
+
+    @field_validator("shard")
+    @classmethod
+    def _shard(cls, shard: str | None) -> str | None:
+        from testtime.run.shard import parse_shard
+
+        if shard is None:
+            return None
+        index, count = parse_shard(shard)
+        return f"{index}/{count}"
 
     def sampling(self, defaults: SamplingParams | None = None) -> SamplingParams:
         """The sampling a method starts from: `--temperature` and friends where given, else the method's
