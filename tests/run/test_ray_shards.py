@@ -87,7 +87,7 @@ def test_a_worker_killed_mid_run_is_retried_and_the_merge_equals_the_unsharded_r
     wait_for(lambda: shard_results(out) >= 2)
     victim = next(iter(cluster.worker_nodes))  # type: ignore[attr-defined]
     cluster.remove_node(victim)  # type: ignore[attr-defined]  # its raylet and its workers die
-    stdout, stderr = driver.communicate(timeout=240)
+    _, stderr = driver.communicate(timeout=240)
     cluster.add_node(num_cpus=1)  # type: ignore[attr-defined]  # for the next test
     assert driver.returncode == 0, stderr
     assert_equal_to_unsharded(out, unsharded)

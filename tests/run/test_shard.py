@@ -12,7 +12,20 @@ import pytest
 from testtime.core.errors import UserError
 from testtime.run.shard import interleave, parse_shard, shard_of
 
-RUN = ("run", "--method", "majority", "--bench", "arith", "--limit", "10", "--n", "3", "--model", "fake:echo", "--quiet")
+RUN = (
+    "run",
+    "--method",
+    "majority",
+    "--bench",
+    "arith",
+    "--limit",
+    "10",
+    "--n",
+    "3",
+    "--model",
+    "fake:echo",
+    "--quiet",
+)
 
 
 def results(run: Path) -> list[dict]:

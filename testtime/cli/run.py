@@ -53,7 +53,9 @@ def run_command(
     shuffle: Annotated[bool, Opt("--shuffle", help="with --stream: arrive in a shuffle seeded by --seed")] = False,
     shard: Annotated[
         str | None,
-        Opt(help="only shard I of N (1-based): every N-th problem from the I-th, into its own run; testtime merge joins"),
+        Opt(
+            help="only shard I of N (1-based): every N-th problem from the I-th, into its own run; testtime merge joins"
+        ),
     ] = None,
     ray: Annotated[
         str | None,
@@ -99,11 +101,13 @@ def run_command(
     if shards is not None and ray is None:
         raise UserError("--shards says how many Ray tasks: add --ray ADDRESS (or run each with --shard I/N)")
     if ray is not None and (shard is not None or replay):
-        raise UserError("--ray runs every shard itself: leave out --shard" if shard else "--replay runs here, not on Ray")
+        raise UserError(
+            "--ray runs every shard itself: leave out --shard" if shard else "--replay runs here, not on Ray"
+        )
     if not flags.quiet:
         show_model_notices()  # the embedded model converts once (building the run) and loads on first use
     if resume:
-        changes = {k: getattr(flags, k) for k in ("max_cost", "max_tokens_total", "api_key_env")}
+        changes = {k: getattr(flags, k) for k in ("max_cost", "max_tokens_total", "api_key_env", "routing")}
         if flags.api_base:
             changes["api_base"] = flags.settings("single", {}).api_base
         if ctx.get_parameter_source("request_timeout").name == "COMMANDLINE":

@@ -70,6 +70,27 @@ SHARED: dict[str, tuple[Any, Any]] = {
         None,
     ),
     "api_key_env": (Annotated[str | None, Opt(help="env var holding the API key (never written to disk)")], None),
+    "routing": (
+        Annotated[
+            str | None,
+            Opt(
+                help="a fleet (openai:): affinity (default: a problem's calls on one server, its prefix cache "
+                "reused; the next server when it fails or is saturated) | least-loaded (each call by load)"
+            ),
+        ],
+        None,
+    ),
+    "n_per_request": (
+        Annotated[
+            bool,
+            Opt(
+                "--n-per-request",
+                help="a problem's samples in one request with n (openai:: one prefill; the cache "
+                "and ledger stay per sample)",
+            ),
+        ],
+        False,
+    ),
     "request_timeout": (
         Annotated[float, Opt(help="seconds one attempt of a model call may take, then retried")],
         600.0,

@@ -21,7 +21,16 @@ Opt = typer.Option
 
 
 VERL_ONLY = ("model", "n", "temperature", "top_p", "max_tokens", "concurrency", "api_base", "api_key_env")
-VERL_ONLY += ("request_timeout", "sandbox", "max_cost", "max_tokens_total", "logprobs", "quiet")
+VERL_ONLY += (
+    "request_timeout",
+    "sandbox",
+    "max_cost",
+    "max_tokens_total",
+    "logprobs",
+    "quiet",
+    "routing",
+    "n_per_request",
+)
 
 
 @ttrl_app.command("verl")

@@ -57,6 +57,9 @@ class LedgerEntry(BaseModel):
     seconds: float = 0.0  # sandbox or training wall time
     train_tokens: int = 0
     flops: float | None = None  # training steps: an estimate (6·params·tokens and friends), never measured
+    # --n-per-request: the samples one request returned (one prefill); the request's tokens and cost are on
+    # its first sample's line, the others' are 0 (latency is the request's on each). None: a request of its own.
+    request_samples: int | None = None
 
 
 @dataclass

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from contextvars import ContextVar
 from typing import Any, Literal
 
 from testtime.core.records import Completion, Message, SamplingParams
+
+# The problem a model call belongs to, set by the rollout engine around each call: a fleet of servers keeps
+# one problem's calls on one server (models/fleet.py), whatever method or round made them.
+CALL_PROBLEM: ContextVar[str | None] = ContextVar("testtime_call_problem", default=None)
 
 
 class LanguageModel(ABC):
@@ -17,6 +22,9 @@ class LanguageModel(ABC):
     # What `SamplingParams.logprobs` gets from this backend: each sample's statistics over the full
     # distribution, over the k likeliest tokens a server reports, or nothing (then --logprobs is refused).
     token_stats: Literal["full", "top-k"] | None = None
+    # Whether one request can return several samples (an OpenAI-compatible server's `n`): with
+    # --n-per-request the engine then asks for a problem's samples in one call (one prefill).
+    takes_n: bool = False
 
     @abstractmethod
     async def generate(self, messages: Sequence[Message], n: int, params: SamplingParams) -> list[Completion]:

@@ -19,7 +19,7 @@ from typing import Any
 from testtime.core.cache import CompletionCache, cache_key
 from testtime.core.errors import BudgetExhausted, MalformedAnswer, ModelError, RunStopped, TransientModelError
 from testtime.core.ledger import CallPurpose, Ledger, LedgerEntry
-from testtime.core.model import LanguageModel
+from testtime.core.model import CALL_PROBLEM, LanguageModel
 from testtime.core.records import Completion, Message, SamplingParams, Usage
 from testtime.core.secrets import environment_secrets, scrub
 from testtime.core.trace import CALL_ID_LENGTH, Trace
@@ -75,6 +75,19 @@ async def gather_landed(*calls: Awaitable[Any]) -> list[Any]:
     return results
 
 
+@dataclass
+class _Unit:
+    """One sample to draw: its own parameters (seed), cache key and ledger line."""
+
+    params: SamplingParams
+    key: str
+    entry: LedgerEntry
+
+    @property
+    def call(self) -> str:
+        return self.key[:CALL_ID_LENGTH]
+
+
 class RolloutEngine:
     """Samples completions through cache → backend (with retries) → ledger.
 
@@ -94,8 +107,10 @@ class RolloutEngine:
         max_tokens_total: int | None = None,
         trace: Trace | None = None,
         logprobs: int | None = None,
+        n_per_request: bool = False,
     ) -> None:
         self.model = model
+        self.n_per_request = n_per_request  # a problem's samples in one request where the backend takes `n`
         self.logprobs = logprobs  # --logprobs: every call asks for its samples' token statistics
         self.model_name = model_name
         self.cache = cache
@@ -123,9 +138,12 @@ class RolloutEngine:
         purpose: CallPurpose = "solve",
         step: int | None = None,
     ) -> list[Completion]:
-        return await gather_landed(*(self._one(messages, params, i, problem_id, purpose, step) for i in range(n)))
+        units = [self._unit(messages, params, i, problem_id, purpose, step) for i in range(n)]
+        if self.n_per_request and n > 1 and self.model is not None and self.model.takes_n:
+            return await self._together(messages, units)
+        return await gather_landed(*(self._one(messages, unit) for unit in units))
 
-    async def _one(
+    def _unit(
         self,
         messages: Sequence[Message],
         params: SamplingParams,
@@ -133,31 +151,60 @@ class RolloutEngine:
         problem_id: str,
         purpose: CallPurpose,
         step: int | None,
-    ) -> Completion:
+    ) -> _Unit:
         params = params.model_copy(update={"seed": sample_seed(params.seed, index), "logprobs": self.logprobs})
         key = cache_key(self.model_name, messages, params, index)
         entry = LedgerEntry(
             model=self.model_name, problem_id=problem_id, purpose=purpose, sample_index=index, step=step
         )
-        call = key[:CALL_ID_LENGTH]
-        hit = self.cache.get(key)
+        return _Unit(params, key, entry)
+
+    def _hit(self, messages: Sequence[Message], unit: _Unit) -> Completion | None:
+        """The unit's answer from the cache (recorded as a hit), or a replay's miss; None: ask the model."""
+        hit = self.cache.get(unit.key)
         if hit is not None:
-            entry.cached = True
-            entry.truncated = hit.finish_reason == "length"
-            self.ledger.record(entry)
-            return self._traced(hit.model_copy(update={"cached": True, "call": call}), "cached", messages, entry)
+            unit.entry.cached = True
+            unit.entry.truncated = hit.finish_reason == "length"
+            self.ledger.record(unit.entry)
+            cached = hit.model_copy(update={"cached": True, "call": unit.call})
+            return self._traced(cached, "cached", messages, unit.entry)
         if self.model is None:
-            missing = Completion(finish_reason="error", error="replay: sample not in the cache", call=call)
-            return self._traced(missing, "missing", messages, entry)
-        completion, attempts = await self._call(messages, params, entry)
-        completion = completion.model_copy(update={"call": call})
+            missing = Completion(finish_reason="error", error="replay: sample not in the cache", call=unit.call)
+            return self._traced(missing, "missing", messages, unit.entry)
+        return None
+
+    async def _one(self, messages: Sequence[Message], unit: _Unit) -> Completion:
+        answered = self._hit(messages, unit)
+        if answered is not None:
+            return answered
+        (completion,), attempts = await self._call(messages, unit.params, unit.entry, 1)
+        return self._land(messages, unit, completion, attempts)
+
+    async def _together(self, messages: Sequence[Message], units: list[_Unit]) -> list[Completion]:
+        """--n-per-request: the samples the cache lacks in one request (one prefill on the server); each still
+        gets its own cache key and ledger line, the request's tokens on the first (`request_samples` on all)."""
+        answers = [self._hit(messages, unit) for unit in units]
+        asked = [unit for unit, answer in zip(units, answers, strict=True) if answer is None]
+        if asked:
+            completions, attempts = await self._call(messages, asked[0].params, asked[0].entry, len(asked))
+            pairs = zip(asked, completions, strict=True)
+            landed = iter([self._land(messages, unit, c, attempts, len(asked)) for unit, c in pairs])
+            answers = [answer if answer is not None else next(landed) for answer in answers]
+        return [answer for answer in answers if answer is not None]
+
+    def _land(
+        self, messages: Sequence[Message], unit: _Unit, completion: Completion, attempts: int, together: int = 1
+    ) -> Completion:
+        """A sample the model answered: scrubbed, cached when it succeeded, one ledger line, traced."""
+        completion = completion.model_copy(update={"call": unit.call})
         if completion.error is None:
             secrets = self._secrets()
             if any(s in completion.text for s in secrets):  # a server that echoes the key in its answer
                 completion = completion.model_copy(update={"text": scrub(completion.text, secrets)})
-            self.cache.put(key, completion)
+            self.cache.put(unit.key, completion)
         else:  # error texts may echo a key back (a 401 body does): never record or show one
             completion = completion.model_copy(update={"error": scrub(completion.error, self._secrets())})
+        entry = unit.entry
         entry.attempts = attempts
         entry.prompt_tokens = completion.usage.prompt_tokens
         entry.completion_tokens = completion.usage.completion_tokens
@@ -166,6 +213,7 @@ class RolloutEngine:
         entry.latency_s = completion.latency_s
         entry.cost_usd = completion.cost_usd
         entry.error = completion.error
+        entry.request_samples = together if together > 1 else None
         self.ledger.record(entry)
         return self._traced(completion, "error" if completion.error else "paid", messages, entry)
 
@@ -206,25 +254,31 @@ class RolloutEngine:
             raise BudgetExhausted(f"token budget reached: {totals.tokens:,} of {self.max_tokens_total:,}")
 
     async def _call(
-        self, messages: Sequence[Message], params: SamplingParams, entry: LedgerEntry
-    ) -> tuple[Completion, int]:
+        self, messages: Sequence[Message], params: SamplingParams, entry: LedgerEntry, n: int
+    ) -> tuple[list[Completion], int]:
+        """`n` samples in one model call (1 unless --n-per-request), retried here and only here; a call that
+        fails for good returns `n` failed completions (the first carrying what a malformed answer used)."""
         assert self.model is not None
         policy = self.retry
         malformed = 0
+        CALL_PROBLEM.set(entry.problem_id or None)  # this task's calls: the fleet keeps a problem on one server
         for attempt in range(1, policy.max_attempts + 1):
             started = time.perf_counter()
             try:
                 async with self._slots:
                     self._check_budget()
                     result = await asyncio.wait_for(
-                        self.model.generate(messages, 1, params), timeout=policy.call_timeout_s
+                        self.model.generate(messages, n, params), timeout=policy.call_timeout_s
                     )
-                return result[0], attempt
+                if len(result) != n:
+                    raise MalformedAnswer(f"{len(result)} samples where {n} were asked for")
+                return result, attempt
             except MalformedAnswer as exc:
                 malformed += 1
                 if malformed >= policy.malformed_attempts or attempt == policy.max_attempts:
                     failed = self._failed(f"malformed answer: {exc}", "error", started, attempt)
-                    return failed.model_copy(update={"usage": exc.usage or Usage(known=False)}), attempt
+                    first = failed.model_copy(update={"usage": exc.usage or Usage(known=False)})
+                    return [first, *[failed] * (n - 1)], attempt
                 self._paid_attempt(entry, exc, time.perf_counter() - started)  # the sample's own line is the last
                 await asyncio.sleep(policy.delay(attempt, None))
             except (TransientModelError, asyncio.TimeoutError) as exc:
@@ -235,10 +289,10 @@ class RolloutEngine:
                 else:
                     message = str(exc) or type(exc).__name__
                 if attempt == policy.max_attempts:
-                    return self._failed(message, reason, started, attempt), attempt
+                    return [self._failed(message, reason, started, attempt)] * n, attempt
                 await asyncio.sleep(policy.delay(attempt, retry_after))
             except ModelError as exc:
-                return self._failed(str(exc), "error", started, attempt), attempt
+                return [self._failed(str(exc), "error", started, attempt)] * n, attempt
         raise AssertionError("unreachable: the loop returns on its last attempt")
 
     def _paid_attempt(self, entry: LedgerEntry, exc: MalformedAnswer, latency: float) -> None:

@@ -184,8 +184,13 @@ def build_litellm(
     api_base: str | Sequence[str] | None = None,
     api_key_env: str | None = None,
     request_timeout_s: float = 600.0,
+    routing: str | None = None,
     **_: Any,
 ) -> LanguageModel:
+    if routing == "affinity" and len(as_list(api_base)) > 1:
+        raise UserError(
+            "--routing affinity keeps a problem on one server with openai:<model>; litellm's fleet is by load"
+        )
     if "/" not in rest:
         raise UserError(
             f"litellm model '{rest}' needs a provider: litellm:<provider>/<model>, "

@@ -7,7 +7,9 @@ timeouts are exercised for real. Faults are scripted per request number: `faults
 provided: ..." does. Answers come from `reply(messages) -> str` (default: box the last number of the last
 message), cut at the request's `max_tokens` (a word a token) with `finish_reason: "length"`. A request that asks
 for `logprobs` gets them, a word a token: each chosen with probability `token_p(word)` (0.6) among
-`top_logprobs` alternatives (`ALTERNATIVES`, the likeliest first).
+`top_logprobs` alternatives (`ALTERNATIVES`, the likeliest first). A request with `n` gets n choices (one with
+`takes_n=False`, as llama.cpp's server answers); `prefill_tokens` counts the prompt tokens the server would
+have computed with an ideal prefix cache of its own (a prompt it has seen costs none).
 """
 
 from __future__ import annotations
@@ -69,8 +71,13 @@ class MockChatServer:
         fault: int | str | bytes | None = None,
         backlog: int = 256,
         token_p: Callable[[str], float] = lambda word: ALTERNATIVES[0],
+        takes_n: bool = True,
     ) -> None:
         self.reply = reply
+        self.takes_n = takes_n
+        self.prefill_tokens = 0  # prompt tokens not already in this server's (ideal) prefix cache
+        self.choices = 0  # samples served, over all requests
+        self._seen: set[str] = set()
         self.token_p = token_p
         self.latency_s = latency_s
         self.faults = dict(faults or {})
@@ -152,21 +159,17 @@ class MockChatServer:
                 if server.latency_s:
                     time.sleep(server.latency_s)
                 messages = request.get("messages", [])
-                text, finish = server.reply(messages), "stop"
-                words, limit = text.split(), request.get("max_tokens")
-                if isinstance(limit, int) and len(words) > limit:  # a word a token: cut as a server would
-                    text, finish = " ".join(words[:limit]), "length"
                 prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in messages)
+                n = int(request.get("n") or 1) if server.takes_n else 1
+                choices = [self._choice(request, index) for index in range(n)]
+                completion_tokens = sum(len(c["message"]["content"].split()) for c in choices)
+                prompt = json.dumps(messages)
                 with server._lock:
                     server.completed += 1
-                choice: dict[str, Any] = {
-                    "index": 0,
-                    "finish_reason": finish,
-                    "message": {"role": "assistant", "content": text},
-                }
-                if request.get("logprobs"):
-                    top = int(request.get("top_logprobs") or 0)
-                    choice["logprobs"] = token_logprobs(text.split(), top, server.token_p)
+                    server.choices += n
+                    if prompt not in server._seen:
+                        server._seen.add(prompt)
+                        server.prefill_tokens += prompt_tokens
                 self._send(
                     200,
                     {
@@ -174,14 +177,29 @@ class MockChatServer:
                         "object": "chat.completion",
                         "created": int(time.time()),
                         "model": request.get("model", "mock"),
-                        "choices": [choice],
+                        "choices": choices,
                         "usage": {
                             "prompt_tokens": prompt_tokens,
-                            "completion_tokens": len(text.split()),
-                            "total_tokens": prompt_tokens + len(text.split()),
+                            "completion_tokens": completion_tokens,
+                            "total_tokens": prompt_tokens + completion_tokens,
                         },
                     },
                 )
+
+            def _choice(self, request: dict[str, Any], index: int) -> dict[str, Any]:
+                text, finish = server.reply(request.get("messages", [])), "stop"
+                words, limit = text.split(), request.get("max_tokens")
+                if isinstance(limit, int) and len(words) > limit:  # a word a token: cut as a server would
+                    text, finish = " ".join(words[:limit]), "length"
+                choice: dict[str, Any] = {
+                    "index": index,
+                    "finish_reason": finish,
+                    "message": {"role": "assistant", "content": text},
+                }
+                if request.get("logprobs"):
+                    top = int(request.get("top_logprobs") or 0)
+                    choice["logprobs"] = token_logprobs(text.split(), top, server.token_p)
+                return choice
 
         return Handler
 

@@ -1,9 +1,10 @@
 """`openai:` — OpenAI-compatible servers (vLLM, llama.cpp, OpenAI itself), spoken to directly over aiohttp:
 under a millisecond of CPU per call where litellm's stack costs ten.
 
-`openai:<served model name> --api-base URL [--api-base URL ...]`: several bases make a fleet. Each call goes
-to the server with the fewest calls in flight; a server that fails to answer (connection refused, timeout,
-5xx) is taken out for a while (doubling each time it fails again) and the call is sent to another at once.
+`openai:<served model name> --api-base URL [--api-base URL ...]`: several bases make a fleet (models/fleet.py):
+a problem's calls go to one server (`--routing affinity`, the default) or each to the least loaded; a server
+that fails to answer (connection refused, timeout, 5xx) is taken out for a while (doubling each time it fails
+again) and the call is sent to another at once. With `--n-per-request` a problem's samples are one request.
 Only when every server has failed this call does it fail transiently, and the rollout engine (the one place
 that retries) backs off and asks again. The wire protocol is one JSON POST to `<base>/chat/completions` with a
 bearer key, so no SDK stands between: side by side at concurrency 64 (perf/orchestration.py's setting), the
@@ -19,61 +20,25 @@ import json
 import os
 import random
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 from testtime.core.errors import MalformedAnswer, ModelError, TransientModelError, UserError
-from testtime.core.model import LanguageModel
+from testtime.core.model import CALL_PROBLEM, LanguageModel
 from testtime.core.records import Completion, Message, SamplingParams, Usage, usage_from
 from testtime.core.rollout import parse_retry_after
 from testtime.core.secrets import environment_secrets, redact_url, url_secrets
 from testtime.models import MODELS
 from testtime.models.api import as_list, content_text, logprob_request, served_token_stats
+from testtime.models.fleet import Routing, Server, order
 
-OUT_FIRST_S = 2.0  # how long a server that failed stays out, doubling on each further failure
-OUT_MAX_S = 60.0
 CONNECT_TIMEOUT_S = 0.5  # a connect not done by then met a full backlog: the kernel would wait 1 s to retry
 CONNECT_TRIES = 6  # quick retries of a refused or stalled connect, before the server counts as failed
 
 
-@dataclass
-class Server:
-    """One base URL of the fleet: its client (made in the event loop that uses it), load and health."""
-
-    url: str
-    make_client: Callable[[str], Any]
-    in_flight: int = 0
-    failures: int = 0
-    out_until: float = 0.0
-    _client: Any = None
-    _loop: asyncio.AbstractEventLoop | None = None
-
-    def client(self) -> Any:
-        # aiohttp sessions belong to one event loop; a later asyncio.run gets a client of its own.
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._loop is not loop:
-            self._client, self._loop = self.make_client(self.url), loop
-        return self._client
-
-    async def close(self) -> None:
-        client, self._client = self._client, None
-        if client is not None and self._loop is asyncio.get_running_loop():
-            await client.close()
-
-    def available(self, now: float) -> bool:
-        return now >= self.out_until
-
-    def failed(self, now: float) -> None:
-        self.failures += 1
-        self.out_until = now + min(OUT_MAX_S, OUT_FIRST_S * 2 ** (self.failures - 1))
-
-    def answered(self) -> None:
-        self.failures, self.out_until = 0, 0.0
-
-
 class OpenAIModel(LanguageModel):
     token_stats = "top-k"
+    takes_n = True
     price: float | None = None  # per call: unknown for a remote server; $0 for one we run ourselves
 
     def __init__(
@@ -83,9 +48,11 @@ class OpenAIModel(LanguageModel):
         api_bases: Sequence[str],
         api_key_env: str | None = None,
         request_timeout_s: float = 600.0,
+        routing: Routing = "affinity",
     ) -> None:
         self.name = f"openai:{model}"
         self.model = model
+        self.routing = routing
         self.api_key_env = api_key_env
         self.request_timeout_s = request_timeout_s
         self._key = self._api_key()
@@ -119,6 +86,7 @@ class OpenAIModel(LanguageModel):
         return {
             "name": self.name,
             "api_base": [redact_url(s.url) for s in self.servers],
+            "routing": self.routing if len(self.servers) > 1 else None,
             "api_key_env": self.api_key_env,
             "request_timeout_s": self.request_timeout_s,
         }
@@ -145,17 +113,17 @@ class OpenAIModel(LanguageModel):
                 await asyncio.sleep(random.uniform(0.005, 0.03) * attempt)
         raise AssertionError("unreachable: the loop returns or raises")
 
-    def _order(self) -> list[Server]:
-        """Servers to try for one call, each at most once: those in service by load, then those taken out,
-        soonest back first (a lone server, or a fleet that is all out, is still asked)."""
-        now = time.monotonic()
-        serving = sorted((s for s in self.servers if s.available(now)), key=lambda s: s.in_flight)
-        return serving + sorted((s for s in self.servers if not s.available(now)), key=lambda s: s.out_until)
-
     async def generate(self, messages: Sequence[Message], n: int, params: SamplingParams) -> list[Completion]:
-        return list(await asyncio.gather(*(self._one(messages, params) for _ in range(n))))
+        """`n` samples in one request (`n` choices: one prefill, parallel sampling); a server that answers fewer
+        choices than asked does not take `n`, and the rest are asked for one a request (seeds moved on)."""
+        completions = await self._request(messages, params, n)
+        missing = n - len(completions)
+        if missing > 0:
+            rest = [self._request(messages, _next_seed(params, j), 1) for j in range(1, missing + 1)]
+            completions += [c for batch in await asyncio.gather(*rest) for c in batch]
+        return completions
 
-    async def _one(self, messages: Sequence[Message], params: SamplingParams) -> Completion:
+    async def _request(self, messages: Sequence[Message], params: SamplingParams, n: int) -> list[Completion]:
         import aiohttp
 
         request: dict[str, Any] = {
@@ -165,13 +133,17 @@ class OpenAIModel(LanguageModel):
             "top_p": params.top_p,
             "max_tokens": params.max_tokens,
         }
+        if n > 1:
+            request["n"] = n
         if params.seed is not None:
             request["seed"] = params.seed
         if params.stop:
             request["stop"] = list(params.stop)
         request |= logprob_request(params)
         last = ""
-        for server in self._order():
+        for server in order(self.servers, self.routing, CALL_PROBLEM.get()):
+            if n > 1 and not server.takes_n:
+                request.pop("n", None)
             started = time.perf_counter()
             server.in_flight += 1
             try:
@@ -191,8 +163,15 @@ class OpenAIModel(LanguageModel):
             if status >= 400:
                 raise ModelError(_status_text(status, body))
             server.answered()
-            return _completion(body, time.perf_counter() - started, self.price, params.logprobs)
+            completions = _completions(body, time.perf_counter() - started, self.price, params.logprobs)
+            if len(completions) < request.get("n", 1):
+                server.takes_n = False  # llama.cpp's server, for one, answers one choice whatever `n` says
+            return completions[:n]
         raise TransientModelError(f"no server answered ({last})")
+
+
+def _next_seed(params: SamplingParams, offset: int) -> SamplingParams:
+    return params if params.seed is None else params.model_copy(update={"seed": (params.seed + offset) % 2**31})
 
 
 async def _post_once(session: Any, url: str, request: dict[str, Any]) -> tuple[int, bytes, Any]:
@@ -204,26 +183,35 @@ def _status_text(status: int, body: bytes) -> str:
     return f"HTTP {status}: {body[:300].decode('utf-8', 'replace')}"
 
 
-def _completion(body: bytes, latency: float, price: float | None, logprobs: int | None = None) -> Completion:
-    """A 200's body as a completion. Anything else (not JSON, no choice, content that is neither text nor
-    text parts) is a paid, malformed answer: a transient error that the engine records and retries, bounded;
-    token counts that are not plain non-negative integers are recorded as unknown."""
+def _completions(body: bytes, latency: float, price: float | None, logprobs: int | None = None) -> list[Completion]:
+    """A 200's body as its choices' completions. The request's usage (one prefill, every choice's tokens) rides
+    on the first; the others carry none, so a ledger sums to what the server did. Anything else (not JSON, no
+    choice, content that is neither text nor text parts) is a paid, malformed answer: a transient error that the
+    engine records and retries, bounded; token counts that are not plain non-negative integers are unknown."""
     try:
         response = json.loads(body)
     except (ValueError, RecursionError):
         raise MalformedAnswer(f"the server's answer is not JSON: {body[:200]!r}", None, price) from None
     usage = usage_from(response.get("usage")) if isinstance(response, dict) else Usage(known=False)
     try:
-        choice = response["choices"][0]
-        text = content_text(choice["message"].get("content"))
-        reason = choice.get("finish_reason")
+        choices = response["choices"]
+        texts = [content_text(choice["message"].get("content")) for choice in choices]
+        reasons = [choice.get("finish_reason") for choice in choices]
+        if not choices:
+            raise IndexError("no choice")
     except (KeyError, IndexError, TypeError, AttributeError, ValueError):
         raise MalformedAnswer(f"the server's answer is not a chat completion: {body[:200]!r}", usage, price) from None
-    stats = None if logprobs is None else served_token_stats(choice.get("logprobs"), logprobs)
-    return Completion(
-        text=text, finish_reason="length" if reason == "length" else "stop", usage=usage, latency_s=latency,
-        cost_usd=price, token_stats=stats,
-    )  # fmt: skip
+    return [
+        Completion(
+            text=text,
+            finish_reason="length" if reason == "length" else "stop",
+            usage=usage if i == 0 else Usage(known=usage.known),
+            latency_s=latency,
+            cost_usd=price if i == 0 else None if price is None else 0.0,
+            token_stats=None if logprobs is None else served_token_stats(choice.get("logprobs"), logprobs),
+        )
+        for i, (text, reason, choice) in enumerate(zip(texts, reasons, choices, strict=True))
+    ]
 
 
 def _retry_after(headers: Any) -> float | None:
@@ -237,6 +225,7 @@ def build_openai(
     api_base: str | Sequence[str] | None = None,
     api_key_env: str | None = None,
     request_timeout_s: float = 600.0,
+    routing: Routing | None = None,
     **_: Any,
 ) -> LanguageModel:
     bases = as_list(api_base)
@@ -244,4 +233,7 @@ def build_openai(
         raise UserError("openai: needs the served model's name: openai:<model> --api-base http://127.0.0.1:8000/v1")
     if not bases:
         bases = ["https://api.openai.com/v1"]
-    return OpenAIModel(rest, api_bases=bases, api_key_env=api_key_env, request_timeout_s=request_timeout_s)
+    return OpenAIModel(
+        rest, api_bases=bases, api_key_env=api_key_env, request_timeout_s=request_timeout_s,
+        routing=routing or "affinity",
+    )  # fmt: skip

@@ -34,9 +34,12 @@ def build_model(settings: RunSettings) -> LanguageModel:
         settings.model,
         api_base=settings.api_base,
         api_key_env=settings.api_key_env,
+        routing=settings.routing,
         max_batch=settings.concurrency,
         request_timeout_s=settings.request_timeout,
     )
+    if settings.n_per_request and not model.takes_n:
+        raise UserError(f"--n-per-request: {model.name} takes one sample a request (openai: servers take n)")
     if settings.logprobs is not None and model.token_stats is None:
         raise UserError(f"--logprobs: {model.name} gives no token log-probabilities (hf:, vllm:, openai:, litellm: do)")
     return model

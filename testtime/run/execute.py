@@ -81,6 +81,7 @@ def execute(run: OpenRun, observer: RunObserver | None = None, retry_errors: boo
         max_tokens_total=settings.max_tokens_total,
         trace=Trace(directory.path),
         logprobs=settings.logprobs,
+        n_per_request=settings.n_per_request,
     )
     effective = run.manifest.effective
     ctx = MethodContext(

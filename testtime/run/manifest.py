@@ -5,8 +5,8 @@ settings as asked (they rebuild the run; `null` = the method's default); `effect
 sampling each kind of call sent (solve, strategies, reflect, tests, aggregate, TTRL's rollouts and
 evaluations), the samples per problem, the problems. `method`, `benchmark` and `model` describe each after
 presets and defaults (the selector and its options under `method`). Every resume that changed a setting is
-listed in `resumed`; a run merged from shards lists them in `merged_from`. Files written before the schema was versioned (no `schema_version`) are read through
-`run.migrate`.
+listed in `resumed`; a run merged from shards lists them in `merged_from`. Files written before the schema
+was versioned (no `schema_version`) are read through `run.migrate`.
 """
 
 from __future__ import annotations

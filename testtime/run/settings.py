@@ -11,7 +11,7 @@ from __future__ import annotations
 import platform
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -46,6 +46,8 @@ class RunSettings(BaseModel):
     method_options: dict[str, Any] = {}
     api_base: list[str] = []  # several: a fleet; calls spread over the servers by load
     api_key_env: str | None = None
+    routing: Literal["affinity", "least-loaded"] | None = None  # a fleet: a problem on one server, or by load
+    n_per_request: bool = False  # a problem's samples in one request where the server takes `n`
     sandbox: str = "auto"
     request_timeout: float = Field(default=600.0, gt=0)  # seconds per attempt; a reasoning call may take minutes
     max_cost: float | None = Field(default=None, gt=0)  # USD; stops cleanly, resumable with a larger budget
@@ -89,6 +91,7 @@ class ResumeChanges(BaseModel):
     max_tokens_total: int | None = Field(default=None, gt=0)
     api_base: list[str] | None = None  # a replacement server, or a different fleet
     api_key_env: str | None = None
+    routing: Literal["affinity", "least-loaded"] | None = None
     request_timeout: float | None = Field(default=None, gt=0)
     concurrency: int | None = Field(default=None, ge=1)
 

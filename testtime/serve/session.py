@@ -105,6 +105,7 @@ class ServedRun:
             max_tokens_total=settings.max_tokens_total,
             trace=Trace(self.directory.path),
             logprobs=settings.logprobs,
+            n_per_request=settings.n_per_request,
         )
         self.sandbox: Sandbox | None = None
         self._sandbox_lock = asyncio.Lock()
