@@ -5,9 +5,9 @@ Two routings (`--routing`):
   first in the problem's rendezvous-hash order (highest random weight: each problem ranks the servers by
   sha256(problem, server), so adding or losing a server moves only the problems it ranked first). A server's
   prefix cache (vLLM's automatic prefix caching keeps a prompt's KV within one server) then serves a problem's
-  later calls. Bounded loads: a server already carrying more than 1.25× its share of the calls in flight is
-  saturated, and the call goes to the next server in the problem's order (Mirrokni et al., "Consistent Hashing
-  with Bounded Loads"), so one hot problem cannot queue a server while the others idle.
+  later calls. Bounded loads at placement: a server already carrying more than 1.25× its share of the calls
+  in flight is saturated, and a problem arriving then is placed on the next server in its order (Mirrokni et
+  al., "Consistent Hashing with Bounded Loads"); once placed, a problem stays until its server fails.
 - `least-loaded`: each call to the server with the fewest calls in flight (what fleets did before).
 Either way a server that fails is taken out for a while (doubling each time it fails again) and the call moves
 on at once; one that is out is asked only when every server is out.
@@ -19,8 +19,9 @@ import asyncio
 import hashlib
 import math
 import time
+from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Routing = Literal["affinity", "least-loaded"]
@@ -28,6 +29,7 @@ ROUTINGS: tuple[Routing, ...] = ("affinity", "least-loaded")
 LOAD_BOUND = 1.25  # a server may carry this multiple of its fair share of the calls in flight
 OUT_FIRST_S = 2.0  # how long a server that failed stays out, doubling on each further failure
 OUT_MAX_S = 60.0
+MAX_PLACED = 100_000  # problems whose server is remembered
 
 
 @dataclass
@@ -71,15 +73,34 @@ def rank(key: str, servers: list[Server]) -> list[Server]:
     return sorted(servers, key=lambda s: hashlib.sha256(f"{key}\x00{s.url}".encode()).digest(), reverse=True)
 
 
-def order(servers: list[Server], routing: Routing, key: str | None) -> list[Server]:
-    """Servers to try for one call, each at most once: those in service first (by affinity with bounded load,
-    or by load), then those taken out, soonest back first (a lone server, or a fleet all out, is still asked)."""
-    now = time.monotonic()
-    serving = [s for s in servers if s.available(now)]
-    out = sorted((s for s in servers if not s.available(now)), key=lambda s: s.out_until)
-    if routing == "least-loaded" or key is None or len(serving) < 2:
-        return sorted(serving, key=lambda s: s.in_flight) + out
-    ranked = rank(key, serving)
-    capacity = math.ceil(LOAD_BOUND * (sum(s.in_flight for s in serving) + 1) / len(serving))
-    within = [s for s in ranked if s.in_flight < capacity]
-    return within + [s for s in ranked if s not in within] + out
+@dataclass
+class Fleet:
+    """The servers and where each problem was placed: a problem stays on its server (its prefix cache) until
+    that server fails; saturation only steers where a problem is placed first."""
+
+    routing: Routing = "affinity"
+    servers: list[Server] = field(default_factory=list)
+    placed: OrderedDict[str, Server] = field(default_factory=OrderedDict)
+
+    def order(self, key: str | None) -> list[Server]:
+        """Servers to try for one call, each at most once: those in service first (the problem's own server,
+        then its rendezvous order with bounded load; or by load), then those taken out, soonest back first (a
+        lone server, or a fleet all out, is still asked)."""
+        now = time.monotonic()
+        serving = [s for s in self.servers if s.available(now)]
+        out = sorted((s for s in self.servers if not s.available(now)), key=lambda s: s.out_until)
+        if self.routing == "least-loaded" or key is None or len(serving) < 2:
+            return sorted(serving, key=lambda s: s.in_flight) + out
+        ranked = rank(key, serving)
+        home = self.placed.get(key)
+        if home is None or home not in serving:
+            capacity = math.ceil(LOAD_BOUND * (sum(s.in_flight for s in serving) + 1) / len(serving))
+            home = next((s for s in ranked if s.in_flight < capacity), ranked[0])
+            self._place(key, home)
+        return [home, *(s for s in ranked if s is not home), *out]
+
+    def _place(self, key: str, server: Server) -> None:
+        self.placed[key] = server
+        self.placed.move_to_end(key)
+        while len(self.placed) > MAX_PLACED:  # the oldest problems are long done
+            self.placed.popitem(last=False)

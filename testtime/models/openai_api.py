@@ -30,7 +30,7 @@ from testtime.core.rollout import parse_retry_after
 from testtime.core.secrets import environment_secrets, redact_url, url_secrets
 from testtime.models import MODELS
 from testtime.models.api import as_list, content_text, logprob_request, served_token_stats
-from testtime.models.fleet import Routing, Server, order
+from testtime.models.fleet import Fleet, Routing, Server
 
 CONNECT_TIMEOUT_S = 0.5  # a connect not done by then met a full backlog: the kernel would wait 1 s to retry
 CONNECT_TRIES = 6  # quick retries of a refused or stalled connect, before the server counts as failed
@@ -52,11 +52,10 @@ class OpenAIModel(LanguageModel):
     ) -> None:
         self.name = f"openai:{model}"
         self.model = model
-        self.routing = routing
+        self.fleet = Fleet(routing)
         self.api_key_env = api_key_env
         self.request_timeout_s = request_timeout_s
         self._key = self._api_key()
-        self.servers: list[Server] = []
         for url in api_bases:
             self.add_server(url)
 
@@ -72,7 +71,7 @@ class OpenAIModel(LanguageModel):
                 timeout=aiohttp.ClientTimeout(total=self.request_timeout_s, sock_connect=CONNECT_TIMEOUT_S),
             )
 
-        self.servers.append(Server(url.rstrip("/"), make_session))
+        self.fleet.servers.append(Server(url.rstrip("/"), make_session))
 
     def _api_key(self) -> str:
         if self.api_key_env:
@@ -85,17 +84,17 @@ class OpenAIModel(LanguageModel):
     def describe(self) -> dict[str, Any]:
         return {
             "name": self.name,
-            "api_base": [redact_url(s.url) for s in self.servers],
-            "routing": self.routing if len(self.servers) > 1 else None,
+            "api_base": [redact_url(s.url) for s in self.fleet.servers],
+            "routing": self.fleet.routing if len(self.fleet.servers) > 1 else None,
             "api_key_env": self.api_key_env,
             "request_timeout_s": self.request_timeout_s,
         }
 
     def secrets(self) -> list[str]:
-        return environment_secrets([self.api_key_env]) + url_secrets(s.url for s in self.servers)
+        return environment_secrets([self.api_key_env]) + url_secrets(s.url for s in self.fleet.servers)
 
     async def aclose(self) -> None:
-        for server in self.servers:
+        for server in self.fleet.servers:
             await server.close()
 
     async def _post(self, server: Server, request: dict[str, Any]) -> tuple[int, bytes, Any]:
@@ -141,7 +140,7 @@ class OpenAIModel(LanguageModel):
             request["stop"] = list(params.stop)
         request |= logprob_request(params)
         last = ""
-        for server in order(self.servers, self.routing, CALL_PROBLEM.get()):
+        for server in self.fleet.order(CALL_PROBLEM.get()):
             if n > 1 and not server.takes_n:
                 request.pop("n", None)
             started = time.perf_counter()

@@ -131,7 +131,7 @@ class VLLMServedModel(OpenAIModel):
 
     async def generate(self, messages: Sequence[Message], n: int, params: SamplingParams) -> list[Completion]:
         async with self._starting:
-            if not self.servers:
+            if not self.fleet.servers:
                 url = await asyncio.to_thread(self.server.start)
                 self.add_server(url)
         return await super().generate(messages, n, params)
