@@ -43,7 +43,16 @@ def verl_command(
     preset: Annotated[str, Opt(help="cluster preset: paper-8xa100")] = "paper-8xa100",
     method_opt: Annotated[list[str] | None, Opt("--method-opt", help="TTRL setting KEY=VALUE (see run --help)")] = None,
     steps: Annotated[int | None, Opt(help="rollout steps (default: epochs over the problems)")] = None,
-    n_train: Annotated[int | None, Opt(help="responses per prompt, voted and trained (paper 32)")] = None,
+    n_train: Annotated[int | None, Opt(help="responses per prompt trained on: verl's rollout.n (paper 32)")] = None,
+    n_vote: Annotated[
+        int | None, Opt(help="responses per prompt voted on (paper 64); the extra ones are sampled to vote only")
+    ] = None,
+    nnodes: Annotated[int | None, Opt(help="nodes of the Ray cluster to train on (default: the preset's, 1)")] = None,
+    gpus_per_node: Annotated[int | None, Opt(help="GPUs per node (default: the preset's, 8)")] = None,
+    ray_address: Annotated[
+        str | None,
+        Opt(help="the cluster's job address (http://HEAD:8265) for submit.sh (default: $RAY_ADDRESS when it runs)"),
+    ] = None,
     lr: Annotated[float | None, Opt(help="learning rate (paper 5e-7)")] = None,
     set_: Annotated[list[str] | None, Opt("--set", help="extra verl override KEY=VALUE, repeatable")] = None,
     launch: Annotated[bool, Opt(help="start training now (needs GPUs, Ray and vLLM)")] = False,
@@ -60,14 +69,23 @@ def verl_command(
     """
     from testtime.core.options import parse_options
     from testtime.methods.ttrl.settings import TTRLSettings
-    from testtime.methods.ttrl.verl.config import compose, ttrl_overrides, validate, write_settings
+    from testtime.methods.ttrl.verl.config import (
+        cluster,
+        compose,
+        submit_script,
+        ttrl_overrides,
+        validate,
+        write_settings,
+    )
     from testtime.methods.ttrl.verl.data import verl_rows, write_parquet
     from testtime.run.build import build_benchmark, load_problems
 
+    cluster(nnodes, gpus_per_node)  # a bad shape fails before anything is written
     options = parse_options(method_opt or [], "--method-opt")
-    options.update({k: str(v) for k, v in (("steps", steps), ("lr", lr)) if v is not None})
-    if n_train is not None:
-        options.update(n_train=str(n_train), n_vote=str(n_train))  # verl votes and trains the same responses
+    given = (("steps", steps), ("lr", lr), ("n_train", n_train), ("n_vote", n_vote))
+    options.update({k: str(v) for k, v in given if v is not None})
+    if n_train is not None and n_vote is None and "n_vote" not in options:
+        options["n_vote"] = str(2 * n_train)  # TTRL's ratio: vote on twice what it trains
     settings = flags.settings("ttrl", options, model=f"hf:{model}")
     benchmark = build_benchmark(settings)
     ttrl = TTRLSettings.from_options(options).for_benchmark(benchmark.name, set(options))
@@ -87,6 +105,8 @@ def verl_command(
         settings_file=write_settings(ttrl, out.resolve() / "ttrl_settings.json"),
         preset=preset,
         extra=extra,
+        nnodes=nnodes,
+        gpus_per_node=gpus_per_node,
     )
     try:
         validate(compose(overrides))
@@ -98,18 +118,41 @@ def verl_command(
     script.write_text("#!/bin/sh\nset -e\n" + shlex.join(command) + ' "$@"\n')
     script.chmod(0o755)
     caveat = (
-        f"note: verl votes on and trains the same {ttrl.n_train} responses per prompt (rollout.n); TTRL's fork "
-        "voted on 64 and trained 32: verl cannot drop responses between reward and update"
+        f"note: verl trains rollout.n = {ttrl.n_train} responses per prompt; the vote also sees "
+        f"{ttrl.n_vote - ttrl.n_train} more per prompt, sampled at the group barrier to vote only "
+        f"({ttrl.n_vote} voted, {ttrl.n_train} trained, as TTRL's fork)"
     )
-    (out / "NOTES.txt").write_text(caveat + "\n")
+    shape = f"{config_nodes(overrides)} node(s) × {config_gpus(overrides)} GPU(s)"
+    submit = out / "submit.sh"
+    submit.write_text(submit_script(overrides, ray_address))
+    submit.chmod(0o755)
+    (out / "NOTES.txt").write_text(
+        f"{caveat}\ncluster: {shape}; launch.sh starts Ray here (one node), submit.sh sends the job to a running "
+        "cluster (ray job submit); every node needs testtime[verl], and the data, ttrl_settings.json and "
+        "checkpoints must lie on a filesystem all nodes mount at the same path\n"
+    )
     evaluate = write_evaluation_script(out.resolve(), settings)
     typer.echo(
-        f"{len(problems)} problems → {train}\nverl accepted the configuration; launch with: {script}\n{caveat}\n"
+        f"{len(problems)} problems → {train}\nverl accepted the configuration for {shape}; launch with: {script} "
+        f"(this node) or {submit} (a running Ray cluster)\n{caveat}\n"
         f"then evaluate as TTRL does (avg@16 at T=0.6, top-p 0.95, 3,072 tokens): {evaluate} [STEP]\n"
         f"  testtime run {shlex.join(evaluation_args(settings))} --model hf:<merged folder> --out <folder>"
     )
     if launch:
         raise typer.Exit(subprocess.call(command))
+
+
+def config_nodes(overrides: list[str]) -> str:
+    return _override(overrides, "trainer.nnodes")
+
+
+def config_gpus(overrides: list[str]) -> str:
+    return _override(overrides, "trainer.n_gpus_per_node")
+
+
+def _override(overrides: list[str], key: str) -> str:
+    """The last value `overrides` sets for `key` (later ones win, as in Hydra)."""
+    return [o.split("=", 1)[1] for o in overrides if o.startswith(f"{key}=")][-1]
 
 
 def evaluation_args(settings: RunSettings) -> list[str]:

@@ -124,6 +124,101 @@ def test_trainer_hook_votes_what_the_rollout_manager_returns(tmp_path):
     assert output.meta_info["metrics"]["ttrl/majority_ratio"] == pytest.approx(2 / 3)
 
 
+def test_the_vote_sees_n_vote_responses_and_only_the_n_train_are_rewarded(tmp_path):
+    """rollout.n = n_train = 3 trained responses per prompt; 2 more are sampled at the barrier to vote only. Here
+    the vote-only ones decide the label (7 wins 3 to 2, where the trained ones alone would say 3)."""
+    from testtime.methods.ttrl.verl.config import write_settings
+    from testtime.methods.ttrl.verl.trainer import TTRLRayPPOTrainer
+
+    class Rollouts:
+        def __init__(self):
+            self.asked = []
+
+        def generate_sequences(self, batch):
+            self.asked.append(list(batch.non_tensor_batch["uid"]))
+            if len(batch) == 6:  # the trained rollouts: two prompts, three each
+                return _batch(["\\boxed{7}", "\\boxed{3}", "\\boxed{3}", "\\boxed{1}", "\\boxed{1}", "\\boxed{2}"])
+            return _batch(["\\boxed{7}", "\\boxed{7}", "\\boxed{2}", "\\boxed{2}"])  # vote-only, interleaved
+
+    rollouts = Rollouts()
+    trainer = TTRLRayPPOTrainer.__new__(TTRLRayPPOTrainer)
+    trainer.async_rollout_manager, trainer.tokenizer = rollouts, CharTokenizer()
+    settings = write_settings(TTRLSettings.from_options({"n_vote": 5, "n_train": 3}), tmp_path / "ttrl.json")
+    trainer.config = {"ttrl": {"settings_file": str(settings)}}
+    trainer.install_vote_hook()
+    prompts = DataProto.from_dict(
+        tensors={"input_ids": torch.arange(12).reshape(6, 2)},
+        non_tensors={"uid": np.array(["a", "a", "a", "b", "b", "b"], dtype=object)},
+    )
+    output = trainer.async_rollout_manager.generate_sequences(prompts)
+    assert rollouts.asked[1] == ["a", "a", "b", "b"]  # each prompt's first row, twice, uid kept
+    assert len(output) == 6  # verl unions these with its repeated batch: the vote-only rows are gone
+    assert output.batch["rm_scores"].sum(dim=-1).tolist() == [1.0, 0.0, 0.0, 0.0, 0.0, 1.0]
+    assert list(output.non_tensor_batch["ttrl_label"]) == ["7", "7", "7", "2", "2", "2"]
+    assert output.meta_info["metrics"]["ttrl/vote_only_responses"] == 4.0
+    assert output.meta_info["metrics"]["ttrl/majority_ratio"] == pytest.approx(3 / 5)
+
+
+def test_vote_only_batch_takes_each_prompts_first_row():
+    from testtime.methods.ttrl.verl.hook import vote_only_batch
+
+    batch = DataProto.from_dict(
+        tensors={"input_ids": torch.tensor([[0], [0], [1], [1], [2], [2]])},
+        non_tensors={"uid": np.array(["x", "x", "y", "y", "z", "z"], dtype=object)},
+    )
+    more = vote_only_batch(batch, list(batch.non_tensor_batch["uid"]), 3)
+    assert more.batch["input_ids"].flatten().tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+    assert list(more.non_tensor_batch["uid"]) == ["x"] * 3 + ["y"] * 3 + ["z"] * 3
+
+
+@pytest.mark.parametrize("nodes", [1, 2, 4])
+def test_a_multi_node_configuration_composes_and_validates(nodes):
+    from testtime.methods.ttrl.verl.config import ttrl_overrides
+
+    overrides = ttrl_overrides(
+        TTRLSettings.from_options({}),
+        model_path="/models/Qwen2.5-Math-7B",
+        train_file=Path("/data/train.parquet"),
+        val_file=Path("/data/val.parquet"),
+        output_dir=Path("/ckpt"),
+        settings_file=Path("/ckpt/ttrl_settings.json"),
+        nnodes=nodes,
+        gpus_per_node=8,
+    )
+    config = compose(overrides)
+    validate(config)  # verl's own checks: 8 prompts × 32 responses split over nodes × 8 GPUs
+    assert (config.trainer.nnodes, config.trainer.n_gpus_per_node) == (nodes, 8)
+    assert config.actor_rollout_ref.rollout.n == 32
+
+
+def test_a_batch_too_small_for_the_cluster_is_refused_in_one_line(testtime_cli, tmp_path):
+    done = testtime_cli(
+        "ttrl", "verl", "--model", "/m", "--bench", "arith", "--out", str(tmp_path / "v"), "--nnodes", "4",
+        "--n-train", "4", "--method-opt", "prompts_per_step=2", timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 2 and "verl rejects this configuration" in done.stderr and "Traceback" not in done.stderr
+    bad = testtime_cli(
+        "ttrl", "verl", "--model", "/m", "--bench", "arith", "--out", str(tmp_path / "w"), "--nnodes", "0"
+    )
+    assert bad.returncode != 0 and "--nnodes must be at least 1" in bad.stderr
+
+
+def test_the_cli_writes_a_ray_job_launcher_for_the_cluster(testtime_cli, tmp_path):
+    out = tmp_path / "cluster"
+    done = testtime_cli(
+        "ttrl", "verl", "--model", "/models/m", "--bench", "arith", "--out", str(out), "--nnodes", "2",
+        "--gpus-per-node", "4", "--ray-address", "http://head:8265", timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    overrides = (out / "overrides.txt").read_text().splitlines()
+    assert "trainer.nnodes=2" in overrides and "trainer.n_gpus_per_node=4" in overrides
+    words = shlex.split((out / "submit.sh").read_text().splitlines()[-1])
+    assert words[:5] == ["exec", "ray", "job", "submit", "--address"] and words[5] == "http://head:8265"
+    assert words[7:10] == ["python3", "-m", "testtime.methods.ttrl.verl.trainer"]
+    assert words[10:-1] == overrides  # the same validated configuration
+    assert "2 node(s) × 4 GPU(s)" in done.stdout
+
+
 def test_parquet_rows_carry_no_label(tmp_path):
     problems = [Problem(id=f"p{i}", domain="math", statement=f"What is {i} + 1?") for i in range(3)]
     rows = verl_rows(problems, lambda p: [Message(role="user", content=p.statement)], "testtime/arith")
@@ -190,7 +285,9 @@ def test_cli_writes_data_config_and_launcher_and_reports_rejections(testtime_cli
     assert done.returncode == 0, done.stderr[-2000:]
     overrides = (out / "overrides.txt").read_text().splitlines()
     assert "actor_rollout_ref.rollout.n=32" in overrides and "trainer.n_gpus_per_node=8" in overrides
-    assert "verl cannot drop responses" in (out / "NOTES.txt").read_text() and "voted on 64" in done.stdout
+    notes = (out / "NOTES.txt").read_text()
+    assert "64 voted, 32 trained" in notes and "64 voted, 32 trained" in done.stdout
+    assert "1 node(s) × 8 GPU(s)" in notes and (out / "submit.sh").is_file()
     assert (out / "data" / "train.parquet").is_file() and "testtime.methods.ttrl.verl.trainer" in (
         out / "launch.sh"
     ).read_text()

@@ -1,9 +1,10 @@
 """verl's Hydra configuration for a TTRL run: overrides from `TTRLSettings`, checked by verl's own loader.
 
-The overrides follow verl's GRPO recipe (reference ttrl.md §12) and TTRL's scripts (§8). One difference from
-TTRL's fork, stated: verl cannot drop samples between reward and update, so the vote and the update both use
-`rollout.n = n_train` responses (the fork voted 64 and trained 32). `PAPER_8XA100` is the paper's cluster
-setup (one node, 8 GPUs, vLLM rollouts, FSDP with the reference model offloaded).
+The overrides follow verl's GRPO recipe (reference ttrl.md §12) and TTRL's scripts (§8). verl trains every
+response it generates, so `rollout.n = n_train`, and the trainer's hook samples the `n_vote - n_train`
+responses that only vote at the group barrier (hook.py): the vote sees 64 and the update 32, as in TTRL's
+fork. `PAPER_8XA100` is the paper's cluster setup (one node, 8 GPUs, vLLM rollouts, FSDP with the reference
+model offloaded); `--nnodes`/`--gpus-per-node` scale it out over a Ray cluster (`cluster`).
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ def ttrl_overrides(
     preset: str = "paper-8xa100",
     max_prompt_length: int = 1024,
     extra: dict[str, Any] | None = None,
+    nnodes: int | None = None,
+    gpus_per_node: int | None = None,
 ) -> list[str]:
     """Hydra override strings for `ppo_trainer` (verl 0.8)."""
     if preset not in PRESETS:
@@ -91,11 +94,33 @@ def ttrl_overrides(
         # read by trainer.TTRLRayPPOTrainer: the reward's selector, vote policy and reward, all of TTRLSettings
         "+ttrl.settings_file": str(settings_file),
         **PRESETS[preset],
+        **cluster(nnodes, gpus_per_node),
         **(extra or {}),
     }
     if settings.lr_scheduler == "cosine":
         values["actor_rollout_ref.actor.optim.lr_scheduler_type"] = "cosine"
     return [f"{key}={_hydra(value)}" for key, value in values.items() if value is not None]
+
+
+def cluster(nnodes: int | None, gpus_per_node: int | None) -> dict[str, Any]:
+    """The cluster's shape, where given (else the preset's): verl places its workers over
+    `trainer.nnodes × trainer.n_gpus_per_node` GPUs of the Ray cluster it joins."""
+    for flag, value in (("--nnodes", nnodes), ("--gpus-per-node", gpus_per_node)):
+        if value is not None and value < 1:
+            raise UserError(f"{flag} must be at least 1, not {value}")
+    shape = {"trainer.nnodes": nnodes, "trainer.n_gpus_per_node": gpus_per_node}
+    return {key: value for key, value in shape.items() if value is not None}
+
+
+def submit_script(overrides: list[str], address: str | None) -> str:
+    """`submit.sh`: the run as a Ray job on an existing cluster (`ray job submit`), its driver on the head node.
+    Every node needs testtime with the verl extra, and the data, settings and checkpoint paths must be on a
+    filesystem all nodes mount at the same path."""
+    import shlex
+
+    where = shlex.quote(address) if address else '"${RAY_ADDRESS:?set RAY_ADDRESS or pass --ray-address}"'
+    command = shlex.join(["python3", "-m", "testtime.methods.ttrl.verl.trainer", *overrides])
+    return f'#!/bin/sh\nset -e\nexec ray job submit --address {where} -- {command} "$@"\n'
 
 
 def _hydra(value: Any) -> str:

@@ -1,7 +1,12 @@
 """The TTRL reward step on verl's batch type: group responses by `uid`, run the selection reward
 (`vote.vote`, the one TRL uses), write rewards into `rm_scores`.
 
-Called at the group barrier (all responses of the batch are back). The reward sits on each response's last
+Called at the group barrier (all responses of the batch are back). verl trains every response it generated
+(`rollout.n`), so TTRL's vote on more responses than it trains (the paper: 64 voted, 32 trained) is done by
+sampling the difference at the barrier: `vote_only_batch` asks the rollout for `n_vote - n_train` more
+responses per prompt, which join the vote (`vote_only`) and are then dropped; only the trained ones get
+rewards. They are a fresh draw from the same policy, so the trained responses are a uniform subset of the
+voted ones, as TTRL's downsampling makes them. The reward sits on each response's last
 valid token, as verl's reward managers place it. Per-sample extras (`ttrl_label`, `ttrl_majority_ratio`,
 `ttrl_pred`) are added as non-tensor columns and listed in `meta_info["reward_extra_keys"]`, so verl logs
 them beside its own metrics. Each row's problem (its domain; for code its public examples) comes from the
@@ -35,17 +40,18 @@ def apply_ttrl_vote(
     context: Callable[[Problem], SelectionContext] = lambda _: SelectionContext(),
     rng: random.Random | None = None,
     trained: TrainedReward | None = None,
+    vote_only: dict[str, list[str]] | None = None,
 ) -> dict[str, float]:
-    """Vote within each uid group of the `DataProto` `data` (in place); returns label-free step metrics."""
+    """Vote within each uid group of the `DataProto` `data` (in place), beside the group's `vote_only`
+    responses (voted, never trained); returns label-free step metrics."""
     import numpy as np
     import torch
 
     responses = data.batch["responses"]
-    prompt_len = data.batch["prompts"].shape[-1]
-    lengths = data.batch["attention_mask"][:, prompt_len:].sum(dim=-1).tolist()
+    texts, lengths = decoded(data, tokenizer)
     if not len(uids) == len(problems) == len(responses):
         raise ValueError(f"{len(uids)} uids and {len(problems)} problems for {len(responses)} responses")
-    texts = [tokenizer.decode(responses[i][: lengths[i]], skip_special_tokens=True) for i in range(len(responses))]
+    extra = vote_only or {}
     groups: dict[str, list[int]] = {}
     for i, uid in enumerate(uids):
         groups.setdefault(str(uid), []).append(i)
@@ -55,8 +61,16 @@ def apply_ttrl_vote(
         return list(
             await asyncio.gather(
                 *(
-                    vote(problems[m[0]], [texts[i] for i in m], selector, context(problems[m[0]]), policy, rng)
-                    for m in groups.values()
+                    vote(
+                        problems[m[0]],
+                        [texts[i] for i in m] + extra.get(uid, []),
+                        selector,
+                        context(problems[m[0]]),
+                        policy,
+                        rng,
+                        kept=list(range(len(m))) if uid in extra else None,  # the trained ones, first
+                    )
+                    for uid, m in groups.items()
                 )
             )
         )
@@ -86,4 +100,34 @@ def apply_ttrl_vote(
         "ttrl/no_answer_rate": mean(v.no_answer_rate for v in votes),
         "ttrl/skipped_prompts": float(sum(v.skipped is not None for v in votes)),
         "ttrl/distinct_classes": mean(v.classes for v in votes),
+        "ttrl/vote_only_responses": float(sum(len(texts) for texts in extra.values())),
     }
+
+
+def decoded(data: Any, tokenizer: Any) -> tuple[list[str], list[int]]:
+    """Each response's text and its valid length (tokens before the padding)."""
+    responses = data.batch["responses"]
+    prompt_len = data.batch["prompts"].shape[-1]
+    lengths = data.batch["attention_mask"][:, prompt_len:].sum(dim=-1).tolist()
+    return [
+        tokenizer.decode(responses[i][: lengths[i]], skip_special_tokens=True) for i in range(len(responses))
+    ], lengths
+
+
+def vote_only_batch(batch: Any, uids: Sequence[str], extra: int) -> Any:
+    """The rollout input for `extra` more responses per prompt: each uid group's first row, repeated as verl
+    repeats (interleaved, so a prompt's rows stay together and keep their uid)."""
+    firsts, seen = [], set()
+    for i, uid in enumerate(uids):
+        if str(uid) not in seen:
+            seen.add(str(uid))
+            firsts.append(i)
+    return batch.select_idxs(firsts).repeat(repeat_times=extra, interleave=True)
+
+
+def texts_by_uid(data: Any, uids: Sequence[str], tokenizer: Any) -> dict[str, list[str]]:
+    texts, _ = decoded(data, tokenizer)
+    grouped: dict[str, list[str]] = {}
+    for uid, text in zip(uids, texts, strict=True):
+        grouped.setdefault(str(uid), []).append(text)
+    return grouped

@@ -18,7 +18,7 @@ from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 from testtime.core.records import Problem
 from testtime.methods.ttrl.rewards import TrainedReward
 from testtime.methods.ttrl.settings import TTRLSettings
-from testtime.methods.ttrl.verl.hook import apply_ttrl_vote
+from testtime.methods.ttrl.verl.hook import apply_ttrl_vote, texts_by_uid, vote_only_batch
 from testtime.sandbox.choose import open_sandbox
 from testtime.selectors import DEFAULTS, SelectionContext, Selector, build_selector
 
@@ -69,6 +69,8 @@ class TTRLRayPPOTrainer(RayPPOTrainer):
                 sandboxes.append(open_sandbox("auto"))  # the code reward runs programs: on this node's sandbox
             return SelectionContext(sandbox=sandboxes[0])
 
+        extra = settings.n_vote - settings.n_train  # rollout.n is n_train: the rest are sampled to vote only
+
         def generate_and_vote(batch: Any, *args: Any, **kwargs: Any) -> Any:
             output = generate(batch, *args, **kwargs)
             # Input rows are interleave-repeated per prompt and the output keeps their order.
@@ -76,7 +78,14 @@ class TTRLRayPPOTrainer(RayPPOTrainer):
             domain = problems[0].domain if problems else "math"
             selector = selectors.setdefault(domain, selector_for(settings, domain))
             uids = list(batch.non_tensor_batch["uid"])
-            metrics = apply_ttrl_vote(output, uids, problems, self.tokenizer, policy, selector, context, rng, trained)
+            vote_only = None
+            if extra > 0:
+                more = vote_only_batch(batch, uids, extra)
+                answered = generate(more, *args, **kwargs)
+                vote_only = texts_by_uid(answered, list(more.non_tensor_batch["uid"]), self.tokenizer)
+            metrics = apply_ttrl_vote(
+                output, uids, problems, self.tokenizer, policy, selector, context, rng, trained, vote_only
+            )
             output.meta_info.setdefault("metrics", {}).update(metrics)
             return output
 
