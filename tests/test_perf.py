@@ -17,6 +17,7 @@ NEEDS = {  # what a script needs beyond the base install; without it, it is skip
     "stream.py": "trl",
     "sandbox.py": "docker",
     "selection.py": "docker",
+    "fleet.py": "vllm",
 }
 
 
@@ -33,6 +34,11 @@ def test_script_runs_at_its_smoke_size(name: str, shared_data: Path) -> None:
     need = NEEDS.get(name)
     if need in ("torch", "trl"):
         pytest.importorskip(need)
+    if need == "vllm":
+        from testtime.models.vllm_server import vllm_python
+
+        if vllm_python() is None:
+            pytest.skip("no vLLM: bash scripts/install --vllm")
     if need == "docker":
         from testtime.sandbox import SandboxError
         from testtime.sandbox.choose import open_sandbox

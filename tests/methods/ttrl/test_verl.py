@@ -173,19 +173,7 @@ def test_vote_only_batch_takes_each_prompts_first_row():
 
 @pytest.mark.parametrize("nodes", [1, 2, 4])
 def test_a_multi_node_configuration_composes_and_validates(nodes):
-    from testtime.methods.ttrl.verl.config import ttrl_overrides
-
-    overrides = ttrl_overrides(
-        TTRLSettings.from_options({}),
-        model_path="/models/Qwen2.5-Math-7B",
-        train_file=Path("/data/train.parquet"),
-        val_file=Path("/data/val.parquet"),
-        output_dir=Path("/ckpt"),
-        settings_file=Path("/ckpt/ttrl_settings.json"),
-        nnodes=nodes,
-        gpus_per_node=8,
-    )
-    config = compose(overrides)
+    config = compose(_overrides(TTRLSettings.from_options({}), nnodes=nodes))
     validate(config)  # verl's own checks: 8 prompts × 32 responses split over nodes × 8 GPUs
     assert (config.trainer.nnodes, config.trainer.n_gpus_per_node) == (nodes, 8)
     assert config.actor_rollout_ref.rollout.n == 32
@@ -233,7 +221,7 @@ def test_parquet_rows_carry_no_label(tmp_path):
     assert pq.read_table(val).num_rows == 3
 
 
-def _overrides(settings: TTRLSettings, **extra) -> list[str]:
+def _overrides(settings: TTRLSettings, nnodes: int | None = None, **extra) -> list[str]:
     return ttrl_overrides(
         settings,
         model_path="/models/Qwen2.5-Math-7B",
@@ -242,6 +230,8 @@ def _overrides(settings: TTRLSettings, **extra) -> list[str]:
         output_dir=Path("/ckpt"),
         settings_file=Path("/ckpt/ttrl_settings.json"),
         extra=extra,
+        nnodes=nnodes,
+        gpus_per_node=8 if nnodes else None,
     )
 
 
