@@ -106,19 +106,27 @@ def run_row(urls: list[str], routing: str, together: bool, args: argparse.Namesp
 
 
 def start_servers(count: int) -> list[VLLMServer]:
+    """`count` servers, started side by side (each takes 20-60 s to load on CPU)."""
     python = vllm_python()
     if python is None:
         raise SystemExit("perf/fleet.py needs vLLM: bash scripts/install --vllm")
-    servers = []
     cores = os.cpu_count() or 1
+    servers = []
     for index in range(count):
         # One core each where there are enough: two servers sharing every core would measure contention.
         os.environ["VLLM_CPU_OMP_THREADS_BIND"] = str(index % cores)
         server = VLLMServer(str(embedded_model_dir("smollm2-135m")), "smollm2", python=python,
                             args=["--max-model-len", "2048", "--enable-prefix-caching"])  # fmt: skip
-        server.start()
+        server.launch()
         servers.append(server)
     os.environ.pop("VLLM_CPU_OMP_THREADS_BIND", None)
+    try:
+        for server in servers:
+            server.wait()
+    except BaseException:
+        for server in servers:
+            server.stop()
+        raise
     return servers
 
 

@@ -85,8 +85,8 @@ SHARED: dict[str, tuple[Any, Any]] = {
             bool,
             Opt(
                 "--n-per-request",
-                help="a problem's samples in one request with n (openai:: one prefill; the cache "
-                "and ledger stay per sample)",
+                help="openai: servers: a problem's samples in one request with n (one prefill); the cache "
+                "and ledger stay per sample",
             ),
         ],
         False,

