@@ -16,6 +16,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from testtime.core.cache import CompletionCache
 from testtime.core.errors import UserError
 from testtime.core.ledger import Ledger
 from testtime.core.records import Problem
@@ -178,9 +179,9 @@ def _merge_blobs(parts: list[Path], target: Path) -> None:
 
 def _merge_caches(parts: list[Path], target: Path) -> None:
     """One cache with every shard's completions (keys are content hashes, so shards never disagree on one)."""
+    CompletionCache(target).close()  # the cache's own schema
     db = sqlite3.connect(target)
     try:
-        db.execute("CREATE TABLE IF NOT EXISTS completions (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
         for part in (p for p in parts if p.exists()):
             db.execute("ATTACH DATABASE ? AS shard", (str(part),))
             db.execute("INSERT OR IGNORE INTO completions SELECT key, value FROM shard.completions")

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from testtime.core.errors import UserError
+from testtime.core.ledger import LedgerTotals
 from testtime.core.results import ResultRecord
 from testtime.evaluation.summary import RunSummary
 from testtime.run.directory import RunDir
@@ -90,7 +91,7 @@ def execute_on_ray(run: OpenRun, address: str, observer: RunObserver) -> RunSumm
         shard_settings = settings.model_copy(update={"shard": f"{index}/{count}", "shards": None})
         pending[task.remote(shard_settings.model_dump_json(), str(folder))] = folder
     seen = _Landed(directory, folders)
-    observer.start(ProgressPlan(problems=total, done=seen.count(), totals=_no_totals()))
+    observer.start(ProgressPlan(problems=total, done=seen.count(), totals=LedgerTotals()))
     started = time.perf_counter()
     try:
         while pending:
@@ -121,12 +122,6 @@ def _finished(folder: Path) -> bool:
         return False
     summary = RunDir(folder).read_summary()
     return summary is not None and summary.complete
-
-
-def _no_totals() -> Any:
-    from testtime.core.ledger import LedgerTotals
-
-    return LedgerTotals()
 
 
 class _Landed:
