@@ -181,3 +181,34 @@ def test_the_official_grader_sets_no_memory_cap_of_its_own(backend: Sandbox) -> 
     tests = [TestCase(input="", output="mapped")]
     assert backend.run(program, tests).tests[0].verdict != "pass"
     assert backend.run(program, tests, Limits(grader="official", memory_mb=None)).tests[0].verdict == "pass"
+
+
+# A solution that raises the recursion limit and returns a list nested 3,000 deep: its JSON crossed to the host,
+# where json.loads and == used to raise RecursionError and end the run (every resume died at the same problem).
+DEEP = (
+    "import sys\nsys.setrecursionlimit(100000)\nclass Solution:\n    def f(self, n):\n"
+    "        value = []\n        for _ in range(3000):\n            value = [value]\n        return value"
+)
+
+
+@pytest.mark.parametrize("grader", ["lenient", "official"])
+def test_a_result_nested_3000_deep_gets_a_verdict_on_the_host(backend: Sandbox, grader: str) -> None:
+    deep = "[" * 3001 + "]" * 3001
+    tests = [
+        TestCase(input="2", output=deep, testtype="functional"),
+        TestCase(input="2", output="[[]]", testtype="functional"),
+    ]
+    verdicts = [t.verdict for t in backend.run(DEEP, tests, Limits(grader=grader), func_name="f").tests]
+    # lenient: the harness's own json.dumps handles the depth; official: its exact encoding refuses past 100
+    assert verdicts == (["pass", "wrong_answer"] if grader == "lenient" else ["runtime_error"] * 2)
+
+
+def test_forged_deep_json_from_a_job_is_judged_not_raised() -> None:
+    from testtime.sandbox.judge import judge
+
+    deep = "[" * 50_000 + "]" * 50_000
+    test = TestCase(input="", output=deep, testtype="functional")
+    for grader in ("lenient", "official"):
+        for observed, verdict in ((deep, "pass"), ("[" * 50_000 + "]" * 49_999, "wrong_answer")):
+            raw = {"status": "ok", "result": observed, "seconds": 0.1}
+            assert judge(test, raw, functional=True, grader=grader)["verdict"] == verdict

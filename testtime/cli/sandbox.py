@@ -4,6 +4,7 @@ of killed runs, and running a program."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -60,9 +61,12 @@ def check(
                 seen = ", ".join(t.verdict for t in report.tests)
                 columns[name].append("[green]holds[/green]" if held else f"[red]FAILS[/red] ({seen})")
         if name == "bwrap":
-            from testtime.sandbox.bwrap_backend import cgroups_available
+            from testtime.sandbox.cgroups import hierarchy
 
-            console.print(f"bwrap cgroup v1 memory/pids limits: {'on' if cgroups_available() else 'OFF'}")
+            kind = hierarchy()
+            started_as = "uid 65534 (dropped from root)" if os.geteuid() == 0 else f"uid {os.geteuid()}"
+            limits = f"on (cgroup {kind})" if kind else "[red]OFF[/red] (no writable cgroup hierarchy)"
+            console.print(f"bwrap: memory/pids/CPU limits {limits}; started as {started_as}")
     for i, probe in enumerate(PROBES):
         table.add_row(probe.name, *(columns[n][i] for n in names))
     results_console.print(table)

@@ -25,13 +25,15 @@ Per backend:
   and CPU limits, Docker's default seccomp profile (which also denies new user namespaces). The only host path
   inside is an empty folder, bound read-only, where the harness's unix socket was (removed once it connected).
 - `bwrap` (bubblewrap): every namespace unshared (network, pid, ipc, uts, user, mount), nested user namespaces
-  disabled, `/usr` bound read-only, `/dev` read-only; cgroup v1 memory and pids limits when the host offers
-  them (`testtime sandbox check` says whether it does). No seccomp filter.
+  disabled, `/usr` bound read-only, `/dev` and `/proc/sys` read-only; started by root, it runs as the host's
+  uid 65534, so no host `/proc` file is writable through a root mapping; a cgroup per worker (v2, else v1)
+  bounds memory, pids and CPU (`cpus`, as Docker's) when the host offers one (`testtime sandbox check` says
+  whether it does). No seccomp filter.
 
 Containers, folders and cgroups carry their owner's identity; a killed run's leftovers are reaped by the
 next sandbox that starts (`owner.py`, `testtime sandbox check` and `clean`).
 
-Not isolated: CPU and memory bandwidth are shared with the host (timing noise), and the kernel is the host's
+Not isolated: memory bandwidth and caches are shared with the host (timing noise), and the kernel is the host's
 (a kernel exploit escapes every backend here; use VMs if that is in scope).
 
 Failures: what the program does comes back as verdicts (`pass`, `wrong_answer`, `time_limit`,

@@ -1,11 +1,15 @@
 """`bwrap`: bubblewrap workers, each a resident harness as PID 1 of fresh namespaces, over stdin/stdout.
 
-Writable: only `/tmp` and `/dev/shm`, tmpfs capped at the size Docker's are, wiped after every job; `/dev`
-itself and the root are read-only, and nested user namespaces are disabled (`--disable-userns`).
-Limits beyond the harness's rlimits come from cgroup v1 (memory, pids) when the host lets us create groups;
-`testtime sandbox check` reports whether it does. Without them a fork bomb is bounded only by the per-test
-wall time and the kill of leftovers, which is weaker: prefer Docker where an engine answers. Cgroups are
-named after their owner (`owner.py`); a starting pool reaps those of dead owners.
+Writable: only `/tmp` and `/dev/shm`, tmpfs capped at the size Docker's are, wiped after every job; `/dev`,
+`/proc/sys` and the root are read-only, and nested user namespaces are disabled (`--disable-userns`).
+As root, bwrap is started as the unprivileged host user 65534 (`setpriv`): inside a user namespace made by
+root, the sandbox's uid maps to host root, which owns `/proc/sys` and `/proc/sysrq-trigger` and could write
+them (drop the host's caches, set its core_pattern). Started unprivileged, every host `/proc` file a program
+reaches is checked against an unprivileged host uid.
+Memory, pids and CPU bounds come from a cgroup per worker (`cgroups.py`; v2 or v1) when the host lets us
+create groups; `testtime sandbox check` reports whether it does. Without them a fork bomb is bounded only by
+the per-test wall time and the kill of leftovers, and a CPU hog slows its neighbours: prefer Docker where an
+engine answers. Cgroups are named after their owner (`owner.py`); a starting pool reaps those of dead owners.
 """
 
 from __future__ import annotations
@@ -19,10 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from testtime.sandbox import SANDBOXES, SCRATCH_MB, Limits, SandboxError
-from testtime.sandbox.owner import CGROUP_PREFIX, CGROUP_ROOT, local_tag, reap, remove_cgroup
+from testtime.sandbox.cgroups import create_groups, hierarchy, join_command
+from testtime.sandbox.owner import CGROUP_PREFIX, local_tag, reap, remove_cgroup
 from testtime.sandbox.pool import HARNESS_SOURCE, PooledSandbox, Worker
 
 SCRATCH_BYTES = str(SCRATCH_MB << 20)
+UNPRIVILEGED = "65534"  # nobody: the host user a root-started sandbox runs as
 
 
 def bwrap_command(python: str) -> list[str]:
@@ -56,6 +62,11 @@ def bwrap_command(python: str) -> list[str]:
         "/bin",
         "--proc",
         "/proc",
+        # Read-only kernel settings, as Docker's: else a job could change the worker's IPC and UTS namespaces'
+        # (kernel.shmmax, fs.mqueue) for the jobs after it. The host's values show through, read-only.
+        "--ro-bind",
+        "/proc/sys",
+        "/proc/sys",
         "--dev",
         "/dev",
         "--size",
@@ -94,32 +105,24 @@ def sandbox_python() -> str:
 
 
 def cgroups_available() -> bool:
-    return all(os.access(CGROUP_ROOT / c, os.W_OK) for c in ("memory", "pids"))
+    return hierarchy() is not None
+
+
+def unprivileged(command: list[str]) -> list[str]:
+    """As root, `command` run as the host's unprivileged user; otherwise unchanged."""
+    if os.geteuid() != 0:
+        return command
+    if shutil.which("setpriv") is None:
+        raise SandboxError("running bwrap as root needs setpriv (apt-get install util-linux) to drop to uid 65534")
+    return ["setpriv", "--reuid", UNPRIVILEGED, "--regid", UNPRIVILEGED, "--clear-groups", *command]
 
 
 class _BwrapWorker(Worker):
-    def __init__(self, python: str, memory_mb: int, pids: int) -> None:
+    def __init__(self, python: str, memory_mb: int, pids: int, cpus: float) -> None:
         super().__init__()
-        self.groups: list[Path] = []
-        command = bwrap_command(python)
-        if cgroups_available():
-            name = f"{CGROUP_PREFIX}{local_tag()}-{uuid.uuid4().hex[:8]}"
-            memory, pid_group = CGROUP_ROOT / "memory" / name, CGROUP_ROOT / "pids" / name
-            for group in (memory, pid_group):
-                group.mkdir()
-                self.groups.append(group)
-            (memory / "memory.limit_in_bytes").write_text(str(memory_mb << 20))
-            (pid_group / "pids.max").write_text(str(pids))
-            # Join the groups before exec'ing bwrap, so everything it starts is inside them.
-            command = [
-                "sh",
-                "-c",
-                'echo $$ > "$1/cgroup.procs" && echo $$ > "$2/cgroup.procs" && shift 2 && exec "$@"',
-                "sh",
-                str(memory),
-                str(pid_group),
-                *command,
-            ]
+        self.groups = create_groups(f"{CGROUP_PREFIX}{local_tag()}-{uuid.uuid4().hex[:8]}", memory_mb, pids, cpus)
+        # The groups are joined (as root) before privileges drop and bwrap starts: all it starts is inside them.
+        command = join_command(self.groups, unprivileged(bwrap_command(python)))
         self.process = subprocess.Popen(
             command,
             stdin=subprocess.PIPE,
@@ -135,7 +138,8 @@ class _BwrapWorker(Worker):
         reasons = super().await_ready()
         if reasons is None and self.process.poll() is not None and self.process.stderr is not None:
             error = self.process.stderr.read().decode(errors="replace").strip()[-300:]
-            raise SandboxError(f"bubblewrap worker did not start: {error or 'it exited'}")
+            hint = " (as uid 65534: does this host allow unprivileged user namespaces?)" if os.geteuid() == 0 else ""
+            raise SandboxError(f"bubblewrap worker did not start{hint}: {error or 'it exited'}")
         return reasons
 
     def destroy(self) -> None:
@@ -148,13 +152,13 @@ class _BwrapWorker(Worker):
             remove_cgroup(group)
 
 
-@SANDBOXES.register("bwrap", help="bubblewrap namespaces + rlimits (+ cgroup v1 limits where available)")
+@SANDBOXES.register("bwrap", help="bubblewrap namespaces + rlimits (+ cgroup memory/pids/CPU limits where available)")
 class BwrapSandbox(PooledSandbox):
     name = "bwrap"
 
-    def __init__(self, pool_size: int = 2, memory_mb: int = 1536, pids: int = 64) -> None:
+    def __init__(self, pool_size: int = 2, memory_mb: int = 1536, pids: int = 64, cpus: float = 1.0) -> None:
         super().__init__(pool_size)
-        self.memory_mb, self.pids = memory_mb, pids
+        self.memory_mb, self.pids, self.cpus = memory_mb, pids, cpus
         self.python = sandbox_python()
 
     def describe(self) -> dict[str, Any]:
@@ -162,6 +166,7 @@ class BwrapSandbox(PooledSandbox):
             **super().describe(),
             "memory_mb": self.memory_mb,
             "pids": self.pids,
+            "cpus": self.cpus,
             "cgroups": cgroups_available(),
             "python": self.python,
         }
@@ -178,4 +183,4 @@ class BwrapSandbox(PooledSandbox):
         super().start()
 
     def _spawn(self) -> Worker:
-        return _BwrapWorker(self.python, self.memory_mb, self.pids)
+        return _BwrapWorker(self.python, self.memory_mb, self.pids, self.cpus)

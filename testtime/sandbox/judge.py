@@ -8,16 +8,17 @@ line exactly or as whitespace-split tokens with exact Decimal equality. Function
 default) compares the JSON value of the call's result with the expected JSON, so nested tuples are lists
 and integer keys strings; `official` compares the returned value itself, a top-level tuple made a list and
 nothing else, with the expected JSON (`prediction == expected`, as `lcb_runner/evaluation/testing_util.py`).
+Both compare values of any depth without recursion (`deepjson.py`).
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from testtime.core.records import TestCase
+from testtime.sandbox import deepjson
 
 OUTPUT_PREVIEW = 1000
 
@@ -48,46 +49,19 @@ def output_digest(text: str) -> str:
     return hashlib.sha256(normal.encode()).hexdigest()[:16]
 
 
-class _Opaque:
-    """A returned value of a type JSON cannot hold: equal to nothing, as it is to any expected JSON value."""
-
-    def __eq__(self, other: object) -> bool:
-        return False
-
-    __hash__ = object.__hash__
-
-
-def decode_exact(value: Any) -> Any:
-    """The harness's exact encoding of a returned value (`harness_job.exact`) back to Python."""
-    if isinstance(value, list):
-        return [decode_exact(v) for v in value]
-    if not isinstance(value, dict) or len(value) != 1:
-        return value if not isinstance(value, dict) else _Opaque()
-    ((tag, body),) = value.items()
-    if tag == "~t":
-        return tuple(decode_exact(v) for v in body)
-    if tag == "~d":
-        return {decode_exact(k): decode_exact(v) for k, v in body}
-    if tag == "~s":
-        return frozenset(decode_exact(v) for v in body)
-    if tag == "~f":
-        return float(body)
-    return _Opaque()
-
-
 def matches(observed: str, test: TestCase, grader: str = "lenient") -> bool:
     """Whether a clean run's output (stdout, or the functional result's JSON) is what the test expects."""
     if test.output is None:
         return True  # an input without an expected output: it ran; selectors compare the outputs
     if test.testtype == "functional":
+        # Any depth: what came back is of the program's making (deepjson's docstring).
         try:
-            expected = json.loads(test.output)
-            if grader == "official":
-                prediction = decode_exact(json.loads(observed))
-                return bool((list(prediction) if isinstance(prediction, tuple) else prediction) == expected)
-            return bool(json.loads(observed) == expected)
-        except (ValueError, TypeError):
+            expected, returned = deepjson.loads(test.output), deepjson.loads(observed)
+        except ValueError:
             return False
+        if grader == "official":
+            return deepjson.official_equal(returned, expected)
+        return deepjson.equal(returned, expected)
     return lines_match(observed, test.output)
 
 

@@ -93,8 +93,9 @@ def folders() -> list[Leftover]:
 
 def cgroups() -> list[Leftover]:
     found = []
-    for controller in ("memory", "pids"):
-        for group in (CGROUP_ROOT / controller).glob(f"{CGROUP_PREFIX}*"):
+    # v1 controllers' folders, and the unified (v2) root itself
+    for folder in (CGROUP_ROOT / "memory", CGROUP_ROOT / "pids", CGROUP_ROOT / "cpu", CGROUP_ROOT):
+        for group in folder.glob(f"{CGROUP_PREFIX}*"):
             found.append(Leftover("cgroup", str(group), _local_state(group.name.removeprefix(CGROUP_PREFIX))))
     return found
 

@@ -230,6 +230,39 @@ for ring in (-3, -4, -5):
                 found.append(name)
 print("ok" if not found else f"found keys {{found}}")"""
 
+# Opens (never writes) every host kernel setting a root-mapped uid could change.
+HOST_KERNEL_SETTINGS = """import os
+writable = []
+paths = ["/proc/sysrq-trigger", "/proc/sys/vm/drop_caches", "/proc/sys/kernel/core_pattern"]
+for folder, _, files in os.walk("/proc/sys"):
+    paths += [os.path.join(folder, f) for f in files]
+for path in paths:
+    if path.startswith("/proc/sys/net/"):
+        continue  # the sandbox's own network namespace
+    try:
+        os.close(os.open(path, os.O_WRONLY))
+        writable.append(path)
+    except OSError:
+        pass
+print("ok" if not writable else writable[:5])"""
+
+# Children that leave their session spin for a second each; the CPU they got together must fit one CPU.
+CPU_HOG_CHILDREN = """import os, time
+readers = []
+for _ in range(4):
+    read, write = os.pipe()
+    if os.fork() == 0:
+        os.setsid()
+        end = time.monotonic() + 1.0
+        while time.monotonic() < end:
+            pass
+        os.write(write, str(time.process_time()).encode())
+        os._exit(0)
+    os.close(write)
+    readers.append(read)
+used = sum(float(os.read(r, 64) or 0) for r in readers)
+print("ok" if used <= 1.35 else f"{used:.2f} CPU-seconds in 1 s")"""
+
 PROBES = [
     Probe(
         "network unreachable",
@@ -257,6 +290,10 @@ PROBES = [
         _ok,
     ),
     Probe("not root", "import os\nprint('ok' if os.getuid() != 0 else 'root')", _ok),
+    Probe(
+        "host kernel settings unwritable (/proc/sys, sysrq-trigger)", HOST_KERNEL_SETTINGS, _ok, Limits(timeout_s=10.0)
+    ),
+    Probe("CPU bounded to the worker's share (children that setsid included)", CPU_HOG_CHILDREN, _ok),
     Probe(
         "fork bomb contained",
         "import os\nwhile True:\n    os.fork()",
