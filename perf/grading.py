@@ -18,6 +18,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from testtime.core.answers import equivalence
+from testtime.core.jsonl import read_records
 
 BENCHES = ("aime24", "aime25", "amc23", "math500")
 
@@ -52,7 +53,7 @@ def rewrites(gold: str) -> list[tuple[str, bool]]:
 def load_pairs(data_dir: Path) -> list[tuple[str, str, bool]]:
     pairs = []
     for bench in BENCHES:
-        for line in (data_dir / f"{bench}.jsonl").read_text().splitlines():
+        for line in read_records(data_dir / f"{bench}.jsonl"):
             gold = json.loads(line)["answer"]
             pairs += [(gold, other, truth) for other, truth in rewrites(gold)]
     return pairs

@@ -214,3 +214,21 @@ def test_a_stream_run_shows_its_prequential_record_and_each_answers_state(tmp_pa
     assert errors_in(page).strip() == ""
     assert "3 arrivals (dataset order), 1 updates, final state 1" in page
     assert "arrival 2, answered with memory version 1; lessons shown: M1" in page
+
+
+@needs_chromium
+def test_an_html_comment_opener_cannot_blank_the_static_page(tmp_path: Path, testtime_cli: Cli) -> None:
+    """`<!--<script>` inside the page's inline JSON switches the HTML parser into a state where the real
+    `</script>` no longer closes the block: the whole page went blank. In a statement and in an answer."""
+    opener = "<!--<script>"
+    data = tmp_path / "mine.jsonl"
+    data.write_text(json.dumps({"id": "q1", "problem": f"What is 1? {opener} \u2028", "answer": "1"}))
+    out = tmp_path / "run"
+    done = testtime_cli("run", "--method", "majority", "--bench", str(data), "--n", "2", "--quiet",
+                        "--model", f"fake:const:{opener} \\boxed{{1}}", "--out", str(out))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    page_file = tmp_path / "view.html"
+    assert testtime_cli("view", str(out), "--html", str(page_file)).returncode == 0
+    page = dom(f"{page_file.as_uri()}#run=0&problem=q1")
+    assert 'data-shown="q1"' in page and errors_in(page).strip() == ""
+    assert "&lt;!--&lt;script&gt;" in page  # shown as text, in the statement and the answer

@@ -24,6 +24,7 @@ from testtime.benchmarks.code_common import CodeBenchmark, code_prompt
 from testtime.benchmarks.lcb_data import ERRATA, HUB_REPO, decode_tests, keep, metadata_of, parse_day, release_shards
 from testtime.benchmarks.rows import read_jsonl
 from testtime.core.errors import UserError
+from testtime.core.jsonl import read_records
 from testtime.core.options import Options, flag
 from testtime.core.records import Message, Problem, Reference
 from testtime.sandbox import Limits
@@ -91,7 +92,7 @@ class LiveCodeBench(CodeBenchmark):
                 path = hf_hub_download(HUB_REPO, shard, repo_type="dataset")
             except Exception as exc:  # noqa: BLE001 - offline, gated or renamed: all mean "use --data-dir"
                 raise UserError(f"cannot fetch {HUB_REPO}/{shard} ({type(exc).__name__}); pass --data-dir") from None
-            rows += [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+            rows += [json.loads(line) for line in read_records(Path(path))]
         return rows
 
     def load(self) -> tuple[list[Problem], SealedReferences]:

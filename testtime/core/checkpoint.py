@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from testtime.core.jsonl import repair_tail
+from testtime.core.jsonl import read_records, repair_tail
 
 
 class RoundCheckpoints:
@@ -20,7 +20,7 @@ class RoundCheckpoints:
         self._all: dict[str, list[dict[str, Any]]] = {}
         if path is not None and path.exists():
             repair_tail(path)
-            for line in path.read_text(encoding="utf-8").splitlines():
+            for line in read_records(path):
                 try:
                     entry = json.loads(line)
                 except json.JSONDecodeError:

@@ -31,3 +31,15 @@ def repair_tail(path: Path) -> bool:
             end = start
         f.truncate(keep)
     return True
+
+
+def record_lines(text: str) -> list[str]:
+    """The lines of a JSON-lines text, split on "\\n" only: `str.splitlines` also splits on U+2028, U+2029,
+    U+0085 and others, which JSON writes raw inside strings, so one such character in an answer would cut a
+    record in two. Blank lines are skipped."""
+    return [line for line in text.split("\n") if line.strip()]
+
+
+def read_records(path: Path) -> list[str]:
+    """`record_lines` of a UTF-8 file."""
+    return record_lines(path.read_text(encoding="utf-8"))

@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from testtime.core.jsonl import repair_tail
+from testtime.core.jsonl import read_records, repair_tail
 
 # What a ledger line was for: the one vocabulary that methods write and the compute accounting reads.
 CallPurpose = Literal[
@@ -126,7 +126,7 @@ class Ledger:
         if path is not None:
             repair_tail(path)  # a line torn by a kill -9 mid-write: that call is re-made and re-logged
             if path.exists():
-                for line in path.read_text().splitlines():
+                for line in read_records(path):
                     try:
                         self.totals.add(LedgerEntry.model_validate_json(line))
                     except ValueError:
@@ -161,7 +161,7 @@ class Ledger:
 def read_entries(path: Path) -> list[LedgerEntry]:
     """All well-formed entries of a ledger file (for audits and tests)."""
     entries = []
-    for line in path.read_text().splitlines():
+    for line in read_records(path):
         try:
             entries.append(LedgerEntry.model_validate(json.loads(line)))
         except ValueError:

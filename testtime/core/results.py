@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationError
 
+from testtime.core.jsonl import read_records
 from testtime.core.records import Candidate, Record, TokenStats
 from testtime.core.selection import Selection
 
@@ -222,7 +223,7 @@ def read_steps(path: Path) -> list[TTRLStep]:
     """The records of a TTRL `steps.jsonl` (none if absent); a line torn by a kill is skipped."""
     records = []
     if path.exists():
-        for line in path.read_text().splitlines():
+        for line in read_records(path):
             try:
                 records.append(TTRLStep.model_validate(json.loads(line)))
             except (ValueError, ValidationError):

@@ -19,7 +19,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from testtime.core.jsonl import repair_tail
+from testtime.core.jsonl import read_records, repair_tail
 from testtime.core.records import Completion, Message
 
 CALL_ID_LENGTH = 16
@@ -60,7 +60,7 @@ class Trace:
             for path in (lines, blobs):
                 repair_tail(path)
             if blobs.exists():
-                self._known = {json.loads(line)["id"] for line in blobs.read_text(encoding="utf-8").splitlines()}
+                self._known = {json.loads(line)["id"] for line in read_records(blobs)}
             self._lines = lines.open("a", encoding="utf-8")
             self._blobs = blobs.open("a", encoding="utf-8")
 
@@ -122,7 +122,7 @@ def read_trace(folder: Path) -> tuple[list[TraceLine], dict[str, str]]:
         path = folder / name
         if not path.exists():
             continue
-        for raw in path.read_text(encoding="utf-8").splitlines():
+        for raw in read_records(path):
             try:
                 value = json.loads(raw)
             except json.JSONDecodeError:

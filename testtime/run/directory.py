@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from testtime.core.errors import UserError, first_error
+from testtime.core.jsonl import read_records
 from testtime.core.records import Problem
 from testtime.core.results import ResultRecord
 from testtime.evaluation.labelfree import Prediction
@@ -119,13 +120,15 @@ class RunDir:
         if not self.results_path.exists():
             return []
         old = self.config_path.is_file() and self.schema() < migrate.CURRENT
-        results, lines = [], self.results_path.read_text(encoding="utf-8").splitlines()
+        results, lines = [], self.results_path.read_text(encoding="utf-8").split("\n")
         for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
             try:
                 raw = json.loads(line)
                 results.append(ResultRecord.model_validate(migrate.result_to_current(raw) if old else raw))
             except json.JSONDecodeError:
-                if number != len(lines):
+                if number != len(lines) - (lines[-1] == ""):  # the last record may be torn
                     raise UserError(f"{self.results_path}:{number} is not valid JSON") from None
             except ValidationError as exc:
                 raise UserError(
@@ -178,7 +181,7 @@ class RunDir:
     def read_predictions(self) -> list[Prediction]:
         if not self.predictions_path.exists():
             return []
-        return [Prediction.model_validate_json(line) for line in self.predictions_path.read_text().splitlines()]
+        return [Prediction.model_validate_json(line) for line in read_records(self.predictions_path)]
 
 
 def _validated(model: type[BaseModel], raw: dict[str, Any], path: Path) -> Any:
@@ -191,7 +194,7 @@ def _validated(model: type[BaseModel], raw: dict[str, Any], path: Path) -> Any:
 
 def _json_lines(path: Path) -> list[dict[str, Any]]:
     entries = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in read_records(path):
         try:
             entries.append(json.loads(line))
         except json.JSONDecodeError:

@@ -18,6 +18,7 @@ from typing import Any
 
 from testtime.core.cache import CompletionCache
 from testtime.core.errors import UserError
+from testtime.core.jsonl import read_records
 from testtime.core.ledger import Ledger
 from testtime.core.records import Problem
 from testtime.core.results import ResultRecord
@@ -162,7 +163,7 @@ def _concatenate(parts: list[Path], target: Path) -> None:
     """Each shard's lines, shard after shard; a line torn by a kill is left out (it was re-made in the shard)."""
     with target.open("w", encoding="utf-8") as out:
         for part in parts:
-            for line in part.read_text(encoding="utf-8").splitlines():
+            for line in read_records(part):
                 if _is_json(line):
                     out.write(line + "\n")
 
@@ -171,7 +172,7 @@ def _merge_blobs(parts: list[Path], target: Path) -> None:
     seen: set[str] = set()
     with target.open("w", encoding="utf-8") as out:
         for part in (p for p in parts if p.exists()):
-            for line in part.read_text(encoding="utf-8").splitlines():
+            for line in read_records(part):
                 if _is_json(line) and (key := json.loads(line)["id"]) not in seen:
                     seen.add(key)
                     out.write(line + "\n")

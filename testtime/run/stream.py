@@ -28,6 +28,7 @@ from pydantic import ValidationError
 
 from testtime.benchmarks.stdin import StdinStream
 from testtime.core.errors import UserError
+from testtime.core.jsonl import read_records
 from testtime.core.records import Problem, Record, Reference
 from testtime.core.results import ProblemResult, ResultRecord, StreamUpdate, TTRLStep, read_steps
 from testtime.evaluation.scoring import score
@@ -78,14 +79,14 @@ class StreamFiles:
         return _records(self.updates, StreamUpdate)
 
     def rejected_count(self) -> int:
-        return len(self.rejected.read_text(encoding="utf-8").splitlines()) if self.rejected.exists() else 0
+        return len(read_records(self.rejected)) if self.rejected.exists() else 0
 
 
 def _records(path: Path, kind: type[Record]) -> list[Any]:
     """The records of a JSONL file; a line torn by a kill -9 (the last) is skipped."""
     found = []
     if path.exists():
-        for line in path.read_text(encoding="utf-8").splitlines():
+        for line in read_records(path):
             try:
                 found.append(kind.model_validate_json(line))
             except ValidationError:

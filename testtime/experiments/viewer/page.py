@@ -16,9 +16,25 @@ STYLE = (HERE / "page.css").read_text()
 SCRIPT = (HERE / "page.js").read_text()
 
 
+def script_safe_json(data: object) -> str:
+    """JSON to inline in a <script>: `<`, `>` and `&` escaped (they occur only inside strings), so neither
+    "</script>" nor "<!--<script>" (which makes the parser skip the real closing tag) can end the block, and
+    U+2028/U+2029 escaped for engines that end a line on them."""
+    text = json.dumps(data, ensure_ascii=False)
+    for char, escaped in (
+        ("<", "\\u003c"),
+        (">", "\\u003e"),
+        ("&", "\\u0026"),
+        ("\u2028", "\\u2028"),
+        ("\u2029", "\\u2029"),
+    ):
+        text = text.replace(char, escaped)
+    return text
+
+
 def render(data: dict[str, Any], title: str) -> str:
     """The page, with `data` ({"runs": [...], "details": [...] or absent}) embedded as JSON."""
-    payload = json.dumps(data, ensure_ascii=False).replace("</", "<\\/")  # no "</script>" can close the tag early
+    payload = script_safe_json(data)
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>{_escape(title)}</title><style>{STYLE}</style>"
         f"</head><body><header>testtime view · {_escape(title)}</header><main><div id='runs'></div>"
