@@ -214,6 +214,10 @@ def test_code_rows_grade_on_their_hidden_tests_and_are_unlabelled_without(tmp_pa
         ("wide.csv", "problem,answer\na,1,extra\n", {}, "more cells than the header has columns"),
         ("kind.txt", "problem\n", {}, "or a data file (.jsonl, .ndjson, .json, .csv, .parquet)"),
         ("mc.jsonl", '{"problem": "a", "choices": ["x", "y"], "answer": "z"}\n', {}, "neither a letter"),
+        ("digits.jsonl", '{"id": ' + "7" * 5000 + ', "problem": "a"}\n', {}, "digits.jsonl:1: a number too long"),
+        ("lone.jsonl", '{"problem": "a \\ud800"}\n', {}, "lone.jsonl:1: holds an unpaired surrogate escape"),
+        ("lone.json", '[{"problem": "a \\udfff b"}]', {}, "lone.json: holds an unpaired surrogate escape"),
+        ("multi.json", '[{"problem": "a"},\n{"problem": }]', {}, "multi.json:2: not valid JSON"),
     ],
 )
 def test_bad_input_is_one_line(
@@ -223,6 +227,22 @@ def test_bad_input_is_one_line(
     path.write_bytes(content if isinstance(content, bytes) else content.encode())
     with pytest.raises(UserError, match=message.replace("(", "\\(").replace(")", "\\)").replace("[", "\\[")):
         benchmark_for(str(path), options=options).load()
+
+
+@pytest.mark.parametrize("name", ["bom.csv", "bom.jsonl", "bom.json"])
+def test_a_byte_order_mark_is_dropped_for_every_kind_of_file(tmp_path: Path, name: str) -> None:
+    """Excel writes one; read as text it used to rename a CSV's first column to "\\ufeffid" (its ids then
+    guessed from row numbers, silently), while a .jsonl with one was refused."""
+    rows = [{"id": "q7", "problem": "What is 2?", "answer": "2"}]
+    text = {
+        ".csv": "id,problem,answer\nq7,What is 2?,2\n",
+        ".jsonl": json.dumps(rows[0]) + "\n",
+        ".json": json.dumps(rows),
+    }[Path(name).suffix]
+    path = tmp_path / name
+    path.write_bytes("\ufeff".encode() + text.encode())
+    problems, _ = benchmark_for(str(path)).load()
+    assert [p.id for p in problems] == ["q7"]
 
 
 def test_a_huge_csv_field_is_read_whole(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ learned from it; shared memory with provenance; standard input with bad lines; k
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -11,6 +12,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from testtime.core.ledger import read_entries
 from testtime.core.results import ResultRecord, StreamUpdate
@@ -111,6 +114,23 @@ def test_a_killed_stream_resumes_with_the_state_each_arrival_would_have_met(
     ]
     assert (out / "stream" / "memory.json").read_text() == (tmp_path / "whole" / "stream" / "memory.json").read_text()
     assert updates(out) == [u.model_copy(update={"seconds": u.seconds}) for u in updates(tmp_path / "whole")]
+
+
+@pytest.mark.parametrize("locale", ["C.UTF-8", "C"])
+def test_an_invalid_utf8_byte_on_stdin_costs_its_line_only(tmp_path: Path, locale: str) -> None:
+    """It used to end in a traceback (C.UTF-8) or a stream that hung with no answers (a strict locale)."""
+    stream = b'{"id": "a", "question": "What is 2 + 3?", "answer": "3"}\n{"id": "b", "question": "caf\xe9 4?"}\n'
+    stream += b'{"id": "c", "question": "What is 1 + 5?", "answer": "5"}\n'
+    out = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, "-m", "testtime.cli", "run", "--bench", "-", "--model", "fake:", "--n", "1", "--out", str(out),
+         "--quiet"],
+        input=stream, capture_output=True, timeout=120, cwd=tmp_path, env={**os.environ, "LC_ALL": locale},
+    )  # fmt: skip
+    stderr = done.stderr.decode(errors="replace")
+    assert done.returncode == 0 and "Traceback" not in stderr, stderr
+    assert "stdin:2: not valid UTF-8 (byte 0xe9 at column 31)" in stderr
+    assert [r.problem_id for r in records(out)] == ["a", "c"]
 
 
 def test_a_stream_from_stdin_reports_each_bad_line_and_goes_on(tmp_path: Path) -> None:

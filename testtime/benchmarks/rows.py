@@ -30,26 +30,50 @@ def _row(values: dict[str, Any], where: str, position: str) -> Row:
 
 
 def _text(path: Path) -> str:
+    """The file as text; a leading byte-order mark (Excel writes one) is dropped for every kind alike."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
         raise UserError(f"cannot read {path}: {exc.strerror}") from None
     try:
-        return raw.decode("utf-8")
+        return raw.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
         raise UserError(f"{path}:{line}: not valid UTF-8 (byte 0x{raw[exc.start]:02x} at column {column})") from None
 
 
-def line_row(line: str, where: str, number: int) -> Row:
-    """One JSON-lines line as a row (`where` names its file and line in errors; a stream's too)."""
+def utf8_line(raw: bytes, where: str) -> str:
+    """One line of bytes as text, or a UserError naming the bad byte."""
     try:
-        value = json.loads(line)
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{where}: not valid UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})") from None
+
+
+def _parsed(text: str, where: str) -> Any:
+    """JSON text as a value, every failure one UserError naming `where`: invalid JSON, nesting past Python's
+    limit, an integer of more digits than Python converts, an unpaired surrogate escape (\\ud800), which is
+    no text and could not be written back out."""
+    try:
+        value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise UserError(f"{where}: not valid JSON ({exc.msg})") from None
+        line = f":{exc.lineno}" if "\n" in text else ""  # a whole file's text: name the line
+        raise UserError(f"{where}{line}: not valid JSON ({exc.msg})") from None
     except RecursionError:
         raise UserError(f"{where}: JSON nested too deeply") from None
+    except ValueError as exc:  # int() past sys.get_int_max_str_digits
+        raise UserError(f"{where}: a number too long to read ({str(exc)[:80]})") from None
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise UserError(f"{where}: holds an unpaired surrogate escape (\\ud800-\\udfff), which is not text") from None
+    return value
+
+
+def line_row(line: str, where: str, number: int) -> Row:
+    """One JSON-lines line as a row (`where` names its file and line in errors; a stream's too)."""
+    value = _parsed(line, where)
     if not isinstance(value, dict):
         raise UserError(f"{where}: expected a JSON object, got {type(value).__name__}")
     return _row(value, where, f"line {number}")
@@ -62,12 +86,7 @@ def jsonl_rows(path: Path) -> list[Row]:
 
 def json_rows(path: Path) -> list[Row]:
     """A JSON list of objects, or an object holding one such list (`{"data": [...]}`)."""
-    try:
-        value = json.loads(_text(path))
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
-    except RecursionError:
-        raise UserError(f"{path}: JSON nested too deeply") from None
+    value = _parsed(_text(path), str(path))
     if isinstance(value, dict):
         lists = [v for v in value.values() if isinstance(v, list)]
         if len(lists) != 1:

@@ -22,10 +22,11 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, BinaryIO
 
 from pydantic import ValidationError
 
+from testtime.benchmarks.rows import utf8_line
 from testtime.benchmarks.stdin import StdinStream
 from testtime.core.errors import UserError
 from testtime.core.jsonl import read_records
@@ -112,14 +113,18 @@ def arrival_order(problems: list[Problem], shuffle: bool, seed: int) -> list[Pro
     return order
 
 
-async def _stdin_lines(source: TextIO) -> AsyncIterator[str]:
-    """Lines of `source` as they come, read on a daemon thread (a stop signal never waits on a blocked read)."""
-    loop, queue = asyncio.get_running_loop(), asyncio.Queue[str | None]()
+async def _stdin_lines(source: BinaryIO) -> AsyncIterator[bytes]:
+    """Lines of `source` as bytes as they come, read on a daemon thread (a stop signal never waits on a blocked
+    read). Bytes, split on "\n": each line is decoded on its own, whatever the locale, so one bad byte costs
+    that line only; the end always arrives, even if reading fails."""
+    loop, queue = asyncio.get_running_loop(), asyncio.Queue[bytes | None]()
 
     def read() -> None:
-        for line in source:
-            loop.call_soon_threadsafe(queue.put_nowait, line)
-        loop.call_soon_threadsafe(queue.put_nowait, None)
+        try:
+            for line in source:
+                loop.call_soon_threadsafe(queue.put_nowait, line)
+        finally:
+            loop.call_soon_threadsafe(queue.put_nowait, None)
 
     threading.Thread(target=read, name="stdin-stream", daemon=True).start()
     while (line := await queue.get()) is not None:
@@ -152,12 +157,12 @@ async def arrivals(
     number = len(seen) + files.rejected_count()  # lines without an id are named by their place in the stream
     if sys.stdin.isatty():
         warn("reading problems from standard input: one JSON object a line; end with Ctrl-D")
-    async for line in _stdin_lines(sys.stdin):
-        if not line.strip():
+    async for raw in _stdin_lines(sys.stdin.buffer):
+        if not raw.strip():
             continue
         number += 1
         try:
-            problem, reference = benchmark.parse(line, number)
+            problem, reference = benchmark.parse(utf8_line(raw, f"stdin:{number}"), number)
             if problem.id in seen:
                 raise UserError(f"stdin:{number}: id '{problem.id}' arrived before (answered once, not again)")
         except UserError as exc:
