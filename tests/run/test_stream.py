@@ -129,7 +129,7 @@ def test_an_invalid_utf8_byte_on_stdin_costs_its_line_only(tmp_path: Path, local
     )  # fmt: skip
     stderr = done.stderr.decode(errors="replace")
     assert done.returncode == 0 and "Traceback" not in stderr, stderr
-    assert "stdin:2: not valid UTF-8 (byte 0xe9 at column 30)" in stderr
+    assert "stdin:2: not valid UTF-8 (byte 0xe9 at column 29)" in stderr
     assert [r.problem_id for r in records(out)] == ["a", "c"]
 
 
