@@ -359,7 +359,7 @@ def test_a_code_request_is_solved_with_execution_in_the_sandbox(tmp_path: Path) 
             return "```\n3\n```\n```\n5\n```"  # test inputs, when the selector asks for some
         return program
 
-    with MockChatServer(reply=reply) as upstream, serving(upstream.url, tmp_path) as server:
+    with MockChatServer(reply=reply) as upstream, serving(upstream.url, tmp_path, "--code-requests") as server:
         reply_ = client(server["url"]).chat.completions.create(
             model=f"majority-2/{SPEC}",
             messages=[{"role": "user", "content": "Read an integer and print its double."}],
@@ -424,7 +424,10 @@ def test_a_streaming_client_that_hangs_up_still_gets_its_request_recorded(tmp_pa
 
 def test_a_code_request_without_a_sandbox_is_a_503_and_math_goes_on(tmp_path: Path) -> None:
     dead = {"DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock"}
-    with MockChatServer() as upstream, serving(upstream.url, tmp_path, "--sandbox", "docker", env=dead) as server:
+    with (
+        MockChatServer() as upstream,
+        serving(upstream.url, tmp_path, "--sandbox", "docker", "--code-requests", env=dead) as server,
+    ):
         api = client(server["url"])
         with pytest.raises(openai.APIStatusError) as caught:
             api.chat.completions.create(

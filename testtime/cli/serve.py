@@ -11,6 +11,7 @@ from rich.markup import escape
 
 from testtime.cli.settings import SharedFlags, run_settings
 from testtime.core.errors import UserError
+from testtime.serve.limits import ServeLimits
 
 Opt = typer.Option
 
@@ -54,6 +55,26 @@ def serve_command(
         float, Opt(help="stream: seconds between keep-alive comments while the method runs", min=0.01)
     ] = 5.0,
     drain_timeout: Annotated[float, Opt(help="on Ctrl-C or SIGTERM: seconds requests in flight may finish")] = 60.0,
+    max_request_calls: Annotated[
+        int, Opt(help="most model calls a request's method may plan (majority-N: N; TRT: rounds x rollouts...)", min=1)
+    ] = ServeLimits.max_calls,
+    max_messages: Annotated[int, Opt(help="most messages in a request", min=1)] = ServeLimits.max_messages,
+    max_body_mb: Annotated[float, Opt(help="largest request body, in MB (413 over it)", min=0.001)] = (
+        ServeLimits.max_body_mb
+    ),
+    header_timeout: Annotated[
+        float, Opt(help="seconds a connection has to send a complete request (slow clients are cut)", min=0.1)
+    ] = ServeLimits.header_timeout_s,
+    idle_timeout: Annotated[float, Opt(help="seconds a kept-alive connection may idle between requests", min=0.1)] = (
+        ServeLimits.idle_timeout_s
+    ),
+    code_requests: Annotated[
+        bool | None,
+        Opt(
+            "--code-requests/--no-code-requests",
+            help="may a request ask for the code domain (programs run in the sandbox)? default: with --domain code",
+        ),
+    ] = None,
     out: Annotated[Path | None, Opt(help="run directory (default runs/<time>-serve-<method>-requests-<model>)")] = None,
     *,
     flags: SharedFlags,
@@ -66,11 +87,19 @@ def serve_command(
     """
     from testtime.cli.display import console, show_model_notices
     from testtime.cli.flags import run_options
-    from testtime.serve import serve
+    from testtime.serve.server import is_loopback, serve
     from testtime.serve.session import ServedRecord
 
     if domain not in ("math", "code"):
         raise UserError(f"--domain must be math or code, not '{domain}'")
+    limits = ServeLimits(
+        max_calls=max_request_calls,
+        max_messages=max_messages,
+        max_body_mb=max_body_mb,
+        header_timeout_s=header_timeout,
+        idle_timeout_s=idle_timeout,
+        code_requests=domain == "code" if code_requests is None else code_requests,
+    )
     method_options, _ = run_options(method, None, ctx.args, method_opt or [], selector, selector_opt or [])
     settings = flags.settings(method, method_options, bench="served")
 
@@ -88,6 +117,12 @@ def serve_command(
             f"{record.prompt_tokens + record.completion_tokens} tokens {cost} {record.latency_s:.2f}s {outcome}\n"
         )
 
+    if api_key is None and not is_loopback(host):
+        typer.echo(
+            f"warning: serving on {host} without --api-key: anyone who reaches this port spends your model's "
+            "budget (set --api-key or $TESTTIME_SERVE_API_KEY)",
+            err=True,
+        )
     if not flags.quiet:
         show_model_notices()  # a local model loads on the first request
     summary, summary_path = serve(
@@ -103,6 +138,7 @@ def serve_command(
         drain_s=drain_timeout,
         log=None if flags.quiet else log,
         on_ready=ready,
+        limits=limits,
     )
     failed = summary.prediction_status.get("error", 0)
     console.print(

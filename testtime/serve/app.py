@@ -4,7 +4,10 @@ Every request runs as its own task, so a slow one never blocks others; the share
 calls in flight, `max_requests` the requests being answered (more wait their turn). `stream: true` gets
 server-sent events: keep-alive comments while the method runs (clients and proxies would time out on a silent
 TRT), then the selected answer, the usage and `[DONE]`. A stop (Ctrl-C, SIGTERM) closes the listener, lets
-the requests in flight finish (`drain_s`), then writes the run's summary.
+the requests in flight finish (`drain_s`), then writes the run's summary; a watchdog ends the process if
+the stop has not finished `STOP_GRACE_S` after the drain (an event loop too busy to see the signal).
+What a client may ask and how long it may take is bounded (`limits.py`); every error is an OpenAI-shaped JSON
+body, whatever its status.
 """
 
 from __future__ import annotations
@@ -12,8 +15,11 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import os
 import signal
 import socket
+import sys
+import threading
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -21,6 +27,7 @@ from typing import Any
 from aiohttp import web
 
 from testtime.methods import PerProblem
+from testtime.serve.limits import ServeLimits, sweep_connections
 from testtime.serve.protocol import (
     BadRequest,
     ServedRequest,
@@ -33,6 +40,9 @@ from testtime.serve.protocol import (
 from testtime.serve.session import Answered, ServedRecord, ServedRun
 
 KEEPALIVE_S = 5.0
+STOP_GRACE_S = 15.0
+ERROR_CODES = {401: "invalid_api_key", 404: "not_found", 405: "method_not_allowed", 408: "request_timeout"}
+ERROR_CODES |= {413: "request_too_large"}
 
 
 class ServeApp:
@@ -43,13 +53,16 @@ class ServeApp:
         max_requests: int = 64,
         keepalive_s: float = KEEPALIVE_S,
         log: Callable[[ServedRecord], None] | None = None,
+        limits: ServeLimits | None = None,
     ) -> None:
         self.served, self.api_key, self.keepalive_s, self.log = served, api_key, keepalive_s, log
+        self.limits = limits or ServeLimits()
         self.model = served.settings.model
         self._slots = asyncio.Semaphore(max_requests)
         self.in_flight: set[asyncio.Task[Answered]] = set()
         self.draining = False
-        self.app = web.Application(client_max_size=32 * 1024**2, middlewares=[self._errors])
+        self.stop_timer: threading.Timer | None = None  # armed by a stop signal; `disarm` once all is written
+        self.app = web.Application(client_max_size=self.limits.max_body_bytes, middlewares=[self._errors])
         self.app.router.add_post("/v1/chat/completions", self.chat)
         self.app.router.add_get("/v1/models", self.models)
         self.app.router.add_get("/health", self.health)
@@ -62,13 +75,23 @@ class ServeApp:
         except BadRequest as exc:
             return _error(str(exc), exc.status, exc.code)
         except web.HTTPException as exc:
-            return _error(f"{request.method} {request.path}: {exc.reason}", exc.status, "not_found")
+            code = ERROR_CODES.get(exc.status, "invalid_request_error" if exc.status < 500 else "server_error")
+            return _error(f"{request.method} {request.path}: {exc.reason}", exc.status, code)
+        except Exception as exc:  # noqa: BLE001 - a bug of ours is still a JSON error, and the server goes on
+            sys.stderr.write(f"internal error on {request.method} {request.path}: {type(exc).__name__}: {exc}\n")
+            return _error(f"internal error ({type(exc).__name__})", 500, "server_error")
+
+    def disarm(self) -> None:
+        """The stop finished (summary written): the watchdog need not end the process."""
+        if self.stop_timer is not None:
+            self.stop_timer.cancel()
 
     def _authorised(self, request: web.Request) -> None:
+        """Only `Authorization: Bearer KEY` (the scheme case-insensitive, as RFC 6750), compared in constant time."""
         if self.api_key is None:
             return
-        given = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
-        if not hmac.compare_digest(given.encode(), self.api_key.encode()):
+        scheme, _, given = request.headers.get("Authorization", "").strip().partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), self.api_key.encode()):
             raise BadRequest("invalid or missing API key (send Authorization: Bearer KEY)", 401, "invalid_api_key")
 
     async def models(self, request: web.Request) -> web.Response:
@@ -82,12 +105,18 @@ class ServeApp:
         self._authorised(request)
         if self.draining:
             raise BadRequest("the server is shutting down", 503, "unavailable")
+        if (request.content_length or 0) > self.limits.max_body_bytes:
+            raise BadRequest(_too_large(self.limits), 413, "request_too_large")
         try:
-            body = await request.json(loads=json.loads)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise BadRequest("the body is not valid JSON") from None
-        parsed = parse_request(body, self.model, self.served.settings.method, self.served.domain)
-        method = self.served.method_for(parsed)
+            raw = await asyncio.wait_for(request.read(), self.limits.body_timeout_s)
+        except TimeoutError:
+            raise BadRequest(f"the body did not arrive within {self.limits.body_timeout_s:g} s", 408) from None
+        except web.HTTPRequestEntityTooLarge:
+            raise BadRequest(_too_large(self.limits), 413, "request_too_large") from None
+        parsed = await asyncio.to_thread(self._parse, raw)  # a large body never stalls the other clients
+        if parsed.domain == "code" and not self.limits.code_requests:
+            raise BadRequest("this server does not run programs: start it with --domain code or --code-requests", 403)
+        method = self.served.method_for(parsed, self.limits.max_calls)
         if parsed.domain == "code":
             await self.served.open_sandbox()
         request_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
@@ -104,6 +133,18 @@ class ServeApp:
                 request_id, parsed.model, answered.content, answered.finish_reason, answered.usage, answered.info
             )
         )
+
+    def _parse(self, raw: bytes) -> ServedRequest:
+        try:
+            body = json.loads(raw)
+        except RecursionError:
+            raise BadRequest("the body's JSON is nested too deeply") from None
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise BadRequest("the body is not valid JSON") from None
+        except ValueError as exc:  # an integer past Python's digit limit
+            raise BadRequest(f"the body's JSON cannot be read ({str(exc)[:120]})") from None
+        settings = self.served.settings
+        return parse_request(body, self.model, settings.method, self.served.domain, self.limits.max_messages)
 
     async def _answer(self, parsed: ServedRequest, method: PerProblem, request_id: str) -> Answered:
         async with self._slots:
@@ -144,16 +185,26 @@ class ServeApp:
     async def run(self, listener: socket.socket, on_ready: Callable[[str], None], drain_s: float) -> None:
         """Serve on a bound socket until a stop signal; then refuse new requests and finish those in flight
         (at most `drain_s` seconds)."""
-        runner = web.AppRunner(self.app, handle_signals=False, access_log=None)
+        runner = web.AppRunner(
+            self.app, handle_signals=False, access_log=None, keepalive_timeout=self.limits.idle_timeout_s
+        )
         await runner.setup()
         site = web.SockSite(runner, listener)
         await site.start()
+        assert runner.server is not None
+        sweeper = asyncio.create_task(sweep_connections(runner.server, self.limits))
         bound = listener.getsockname()
         on_ready(f"http://{_host(bound[0])}:{bound[1]}/v1")
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(signum, stop.set)
+
+        def on_signal(signum: int, frame: object) -> None:
+            # A Python-level handler, not the loop's: it runs (and arms the watchdog) even while the loop is busy.
+            if self.stop_timer is None:
+                self.stop_timer = _watchdog(drain_s + STOP_GRACE_S)
+            loop.call_soon_threadsafe(stop.set)
+
+        previous = {signum: signal.signal(signum, on_signal) for signum in (signal.SIGINT, signal.SIGTERM)}
         try:
             await stop.wait()
             self.draining = True
@@ -161,12 +212,32 @@ class ServeApp:
             if self.in_flight:
                 await asyncio.wait(set(self.in_flight), timeout=drain_s)
         finally:
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                loop.remove_signal_handler(signum)
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
             for task in self.in_flight:
                 task.cancel()
-            await asyncio.gather(*self.in_flight, return_exceptions=True)
+            sweeper.cancel()
+            await asyncio.gather(*self.in_flight, sweeper, return_exceptions=True)
             await runner.cleanup()
+
+
+def _watchdog(after_s: float) -> threading.Timer:
+    """End the process if the stop has not finished in `after_s` seconds: what the run wrote stays (ledger
+    before results), as after a kill -9."""
+
+    def expire() -> None:
+        sys.stderr.write(f"the stop did not finish within {after_s:g} s; exiting now\n")
+        sys.stderr.flush()
+        os._exit(1)
+
+    timer = threading.Timer(after_s, expire)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
+def _too_large(limits: ServeLimits) -> str:
+    return f"the body is over {limits.max_body_mb:g} MB (--max-body-mb)"
 
 
 def _host(address: str) -> str:

@@ -57,14 +57,19 @@ class ServedRequest:
         return next(m.content for m in reversed(self.messages) if m.role == "user")
 
 
-def parse_request(body: object, served_model: str, default_method: str, default_domain: Domain) -> ServedRequest:
+def parse_request(
+    body: object, served_model: str, default_method: str, default_domain: Domain, max_messages: int = 1000
+) -> ServedRequest:
     """A chat-completions body → `ServedRequest`, or `BadRequest` naming the first thing wrong."""
     if not isinstance(body, dict):
         raise BadRequest("the body must be a JSON object with 'model' and 'messages'")
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise BadRequest("'model' is missing: send the served model's name, or METHOD/NAME (see GET /v1/models)")
-    messages = _messages(body.get("messages"))
+    raw_messages = body.get("messages")
+    if isinstance(raw_messages, list) and len(raw_messages) > max_messages:
+        raise BadRequest(f"'messages' has {len(raw_messages)} entries; this server takes at most {max_messages}", 413)
+    messages = _messages(raw_messages)
     if body.get("n") not in (None, 1):
         raise BadRequest("'n' must be 1: the method samples for itself (ask for majority-8/NAME for 8 votes)")
     for unsupported in ("tools", "functions", "response_format", "logprobs"):

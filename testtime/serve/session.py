@@ -115,9 +115,10 @@ class ServedRun:
 
     # -- a request's method ---------------------------------------------------------------------------------
 
-    def method_for(self, request: ServedRequest) -> PerProblem:
+    def method_for(self, request: ServedRequest, max_calls: int | None = None) -> PerProblem:
         """The method a request runs: the server's own options when it names the server's method, then the
-        request's (prefix numbers, body options). A bad option is the client's mistake: a 400."""
+        request's (prefix numbers, body options). A bad option is the client's mistake: a 400; a method that
+        plans more than `max_calls` model calls, a 400 before any call is made."""
         own = self.settings.method_options if request.method == self.settings.method else {}
         options = {**own, **request.options}
         key = json.dumps([request.method, request.domain, options], sort_keys=True, default=str)
@@ -135,6 +136,13 @@ class ServedRun:
             self._methods[key] = method  # a method holds no state of a problem's: requests share one
         if request.n is not None and "n" not in method.run_flags:
             raise BadRequest(f"'n' applies to majority, not {request.method}")
+        n = request.n if request.n is not None else self.settings.n
+        planned = method.planned_calls(request.domain, n)
+        if max_calls is not None and planned is not None and planned > max_calls:
+            raise BadRequest(
+                f"this request plans {planned} model calls; this server allows at most {max_calls} a request "
+                "(--max-request-calls)"
+            )
         return method
 
     def prompt(self, request: ServedRequest) -> list[Message]:

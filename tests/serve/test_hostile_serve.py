@@ -1,0 +1,187 @@
+"""`testtime serve` against hostile clients: unbounded compute, huge and deep bodies, slow connections, keys
+without their scheme, code on a math server, a stop under load. Real server process, real sockets (loopback)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import socket
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import aiohttp
+import openai
+import pytest
+
+from testtime.models.mock_server import MockChatServer
+from testtime.serve.server import is_loopback
+
+from .test_serve import SPEC, _post, client, serving
+
+USER = [{"role": "user", "content": "Say 3."}]
+
+
+def _post_json(url: str, body: Any, headers: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
+    async def go() -> tuple[int, dict[str, Any]]:
+        async with aiohttp.ClientSession() as session, session.post(url, json=body, headers=headers) as response:
+            return response.status, json.loads(await response.text())
+
+    return asyncio.run(go())
+
+
+def test_a_request_over_the_call_cap_is_refused_before_any_call(tmp_path: Path) -> None:
+    with MockChatServer() as upstream, serving(upstream.url, tmp_path, "--max-request-calls", "64") as server:
+        api = client(server["url"])
+        with pytest.raises(openai.BadRequestError, match=r"plans 1000000 model calls; .* at most 64"):
+            api.chat.completions.create(model=f"majority-1000000/{SPEC}", messages=USER)
+        trt = {"testtime": {"method": "trt", "options": {"rounds": 10_000}}}
+        with pytest.raises(openai.BadRequestError, match="at most 64"):
+            api.chat.completions.create(model=SPEC, messages=USER, extra_body=trt)
+        with pytest.raises(openai.BadRequestError, match="at most 64"):
+            api.chat.completions.create(model=f"rsa-16x10/{SPEC}", messages=USER)
+        assert upstream.requests == 0
+        assert (
+            api.chat.completions.create(model=f"majority-4/{SPEC}", messages=USER).model_extra["testtime"]["calls"] == 4
+        )
+
+
+def test_bodies_too_large_or_too_many_messages_are_413s_in_the_openai_shape(tmp_path: Path) -> None:
+    with MockChatServer() as upstream, serving(upstream.url, tmp_path, "--max-body-mb", "1") as server:
+        url = server["url"] + "/chat/completions"
+        big = {"model": SPEC, "messages": [{"role": "user", "content": "x" * (2 << 20)}]}
+        status, body = _post_json(url, big)
+        assert (
+            status == 413
+            and body["error"]["code"] == "request_too_large"
+            and "--max-body-mb" in body["error"]["message"]
+        )
+        many = {"model": SPEC, "messages": [{"role": "user", "content": "1"}] * 5000}
+        status, body = _post_json(url, many)
+        assert status == 413 and "at most 1000" in body["error"]["message"]
+        assert upstream.requests == 0
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"[" * 200_000 + b"]" * 200_000, "nested too deeply"),
+        (b'{"model": ' + b"9" * 5000 + b"}", "cannot be read"),
+        (b'{"model": "\xff"}', "not valid JSON"),
+    ],
+)
+def test_deep_json_huge_numbers_and_bad_bytes_are_400s_with_a_json_body(
+    tmp_path: Path, data: bytes, message: str
+) -> None:
+    with MockChatServer() as upstream, serving(upstream.url, tmp_path) as server:
+        status, body = _post(server["url"] + "/chat/completions", data)
+        assert status == 400 and message in body["error"]["message"], body
+        status, body = _post(server["url"] + "/chat/completions", b"{}")  # and the server carries on
+        assert status == 400 and "'model' is missing" in body["error"]["message"]
+
+
+def test_a_large_body_does_not_stall_other_clients(tmp_path: Path) -> None:
+    """200,000 messages in 5 MB used to block every client for ~11 s while the body was parsed on the loop."""
+    with MockChatServer() as upstream, serving(upstream.url, tmp_path, "--max-messages", "1000000") as server:
+        url = server["url"]
+
+        async def go() -> tuple[float, int]:
+            heavy = {"model": SPEC, "messages": [{"role": "user", "content": "What is 1 + 1?"}] * 200_000}
+            async with aiohttp.ClientSession() as session:
+                big = asyncio.create_task(session.post(url + "/chat/completions", json=heavy))
+                await asyncio.sleep(0.3)
+                started = time.monotonic()
+                async with session.get(url.removesuffix("/v1") + "/health") as response:
+                    assert response.status == 200
+                waited = time.monotonic() - started
+                (await big).release()
+                return waited, upstream.requests
+
+        waited, _ = asyncio.run(go())
+        assert waited < 1.0, f"/health waited {waited:.2f} s behind a large body"
+
+
+def test_slow_connections_are_cut_and_others_still_served(tmp_path: Path) -> None:
+    with MockChatServer() as upstream, serving(upstream.url, tmp_path, "--header-timeout", "1") as server:
+        where = urlparse(server["url"])
+        slow = []
+        for _ in range(50):  # slowloris: headers begun, never finished
+            connection = socket.create_connection((where.hostname, where.port))
+            connection.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")
+            slow.append(connection)
+        assert client(server["url"]).chat.completions.create(model=SPEC, messages=USER).choices
+        time.sleep(2.5)
+        closed = 0
+        for connection in slow:
+            connection.settimeout(2)
+            try:
+                closed += connection.recv(1024) == b""  # the server closed it
+            except ConnectionResetError:
+                closed += 1
+            except TimeoutError:
+                pass  # still held open: the slowloris wins
+            connection.close()
+        assert closed == 50
+
+
+def test_only_a_bearer_key_is_accepted(tmp_path: Path) -> None:
+    env = {"TESTTIME_SERVE_API_KEY": "door-key"}
+    with MockChatServer() as upstream, serving(upstream.url, tmp_path, env=env) as server:
+        url = server["url"] + "/chat/completions"
+        request = {"model": SPEC, "messages": USER}
+        for header in ("door-key", "Basic door-key", "Bearerdoor-key", "Bearer door-keyX", "Bearer "):
+            status, body = _post_json(url, request, {"Authorization": header})
+            assert status == 401 and body["error"]["code"] == "invalid_api_key", header
+        assert _post_json(url, request, {"Authorization": "bearer door-key"})[0] == 200
+
+
+def test_a_math_server_runs_no_programs_unless_told(tmp_path: Path) -> None:
+    with MockChatServer() as upstream, serving(upstream.url, tmp_path) as server:
+        code = {"testtime": {"domain": "code"}}
+        with pytest.raises(openai.PermissionDeniedError, match="does not run programs"):
+            client(server["url"]).chat.completions.create(model=SPEC, messages=USER, extra_body=code)
+        assert upstream.requests == 0
+
+
+def test_wrong_paths_and_verbs_say_so_in_json(tmp_path: Path) -> None:
+    with MockChatServer() as upstream, serving(upstream.url, tmp_path) as server:
+        status, body = _post(server["url"] + "/nowhere", b"{}")
+        assert status == 404 and body["error"]["code"] == "not_found"
+
+        async def get_chat() -> tuple[int, dict[str, Any]]:
+            async with aiohttp.ClientSession() as session, session.get(server["url"] + "/chat/completions") as r:
+                return r.status, json.loads(await r.text())
+
+        status, body = asyncio.run(get_chat())
+        assert status == 405 and body["error"]["code"] == "method_not_allowed"
+
+
+def test_sigterm_under_a_heavy_request_stops_within_the_drain_grace(tmp_path: Path) -> None:
+    """A request of 200,000 calls (allowed here on purpose: the default cap refuses it) keeps the event loop
+    too busy to drain in time; SIGTERM still ends the server within its drain timeout plus the watchdog's
+    grace (it used to be ignored for over 100 s), saying why."""
+    args = ("--max-request-calls", "1000000", "--drain-timeout", "1", "--concurrency", "512")
+    with MockChatServer() as upstream, serving(upstream.url, tmp_path, *args) as server:
+        body = {"model": f"majority-200000/{SPEC}", "messages": USER}
+
+        async def fire() -> None:
+            async with aiohttp.ClientSession() as session:
+                try:
+                    await asyncio.wait_for(session.post(server["url"] + "/chat/completions", json=body), 3)
+                except (TimeoutError, aiohttp.ClientError):
+                    pass
+
+        asyncio.run(fire())
+        server["signalled"] = True
+        sent = time.monotonic()
+        server["process"].send_signal(signal.SIGTERM)
+        server["process"].wait(timeout=60)
+        assert time.monotonic() - sent < 1 + 15 + 5
+    assert server["returncode"] == 0 or "the stop did not finish within 16 s" in server["stderr"]
+
+
+def test_is_loopback() -> None:
+    assert is_loopback("127.0.0.1") and is_loopback("localhost") and is_loopback("::1")
+    assert not is_loopback("0.0.0.0") and not is_loopback("::")

@@ -1,0 +1,104 @@
+"""`serve()`: open a served run, answer requests until a stop signal, write its summary."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal
+
+from testtime.core.errors import UserError
+from testtime.evaluation.scoring import summarize
+from testtime.evaluation.summary import RunSummary
+from testtime.run.build import build_method, build_model, check_run_flags, check_sandbox_choice, effective_plan
+from testtime.run.lifecycle import create_served
+from testtime.run.settings import RunSettings
+from testtime.serve.limits import ServeLimits
+from testtime.serve.protocol import SERVED_METHODS
+from testtime.serve.session import ServedRecord, ServedRun
+
+
+def serve(
+    settings: RunSettings,
+    out: Path | None,
+    *,
+    host: str,
+    port: int,
+    domain: Literal["math", "code"],
+    format_hint: bool,
+    api_key: str | None,
+    max_requests: int,
+    keepalive_s: float,
+    drain_s: float,
+    log: Callable[[ServedRecord], None] | None,
+    on_ready: Callable[[str, Path], None],
+    limits: ServeLimits | None = None,
+) -> tuple[RunSummary, Path]:
+    """Open a served run, answer requests until a stop signal, then write its summary; it and its path."""
+    from testtime.serve.app import ServeApp
+
+    if settings.method not in SERVED_METHODS:
+        raise UserError(f"--method {settings.method} cannot be served; choose one of {', '.join(SERVED_METHODS)}")
+    check_sandbox_choice(settings)
+    method = build_method(settings)  # a bad option fails here, before anything is written
+    method.prepare(domain)
+    check_run_flags(settings, method)
+    model = build_model(settings)
+    effective = effective_plan(method, domain, settings)
+    listener = _listen(host, port)  # a port in use fails here, before a run directory exists
+    served_as = {"name": "served", "domain": domain, "format_hint": format_hint}
+    opened = create_served(settings, out, served_as, effective, method.describe(), model.describe())
+    started = time.perf_counter()
+    session = ServedRun(opened, settings, model, domain=domain, format_hint=format_hint)
+    app = ServeApp(session, api_key=api_key, max_requests=max_requests, keepalive_s=keepalive_s, log=log, limits=limits)
+
+    async def main() -> None:
+        try:
+            await app.run(listener, lambda url: on_ready(url, opened.directory.path), drain_s)
+        finally:
+            await model.aclose()
+
+    try:
+        asyncio.run(main())
+    finally:
+        session.close()
+        summary = summarize(
+            opened.directory.read_results(),
+            session.ledger.totals,
+            seed=settings.seed,
+            method=settings.method,
+            bench="served",
+            model=settings.model,
+            n=effective.n,
+            wall_s=time.perf_counter() - started,
+            complete=True,
+        )
+        opened.directory.write_summary(summary)
+        opened.release()
+        app.disarm()
+    return summary, opened.directory.summary_path
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` listens on this machine alone (a name is resolved; 0.0.0.0 and :: are every interface)."""
+    import ipaddress
+
+    try:
+        addresses = {info[4][0] for info in socket.getaddrinfo(host, None)}
+    except OSError:
+        return False
+    return bool(addresses) and all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in addresses)
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    try:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        listener = socket.socket(family, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((host, port))
+        listener.listen(1024)
+    except OSError as exc:
+        raise UserError(f"cannot listen on {host}:{port} ({exc.strerror or exc}); try another --port") from None
+    return listener
