@@ -135,3 +135,42 @@ def test_shards_may_differ_in_where_they_were_served(testtime_cli: Callable, tmp
     (second / "config.json").write_text(json.dumps(manifest))
     done = testtime_cli("merge", str(first), str(second), "--out", str(tmp_path / "m"))
     assert done.returncode == 0, done.stderr
+
+
+def test_merge_refuses_a_relabelled_copy_of_another_shard(testtime_cli: Callable, tmp_path: Path) -> None:
+    """Shard 1/2 copied and its manifest relabelled 2/2: a "complete" run of 5 problems, each twice."""
+    import shutil
+
+    first, second = _shards(testtime_cli, tmp_path, 2)
+    shutil.rmtree(second)
+    shutil.copytree(first, second)
+    manifest = json.loads((second / "config.json").read_text())
+    manifest["run"]["shard"] = "2/2"
+    (second / "config.json").write_text(json.dumps(manifest))
+    done = testtime_cli("merge", str(first), str(second), "--out", str(tmp_path / "m"))
+    assert done.returncode != 0 and "does not hold shard 2/2's problems" in done.stderr, done.stderr
+    assert not (tmp_path / "m").exists()
+
+
+def test_merge_grades_again_and_ignores_a_forged_correct_field(testtime_cli: Callable, tmp_path: Path) -> None:
+    first, second = _shards(testtime_cli, tmp_path, 2)
+    honest = tmp_path / "honest"
+    assert testtime_cli("merge", str(first), str(second), "--out", str(honest)).returncode == 0
+    forged = [json.loads(line) for line in (second / "results.jsonl").read_text().splitlines()]
+    for record in forged:
+        record["correct"], record["status"] = True, "correct"
+    (second / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in forged))
+    merged = tmp_path / "merged"
+    done = testtime_cli("merge", str(first), str(second), "--out", str(merged))
+    assert done.returncode == 0, done.stderr
+    assert results(merged) == results(honest)
+    accuracy = [json.loads((m / "summary.json").read_text())["accuracy"] for m in (merged, honest)]
+    assert accuracy[0] == accuracy[1]
+
+
+def test_merge_refuses_a_problem_answered_twice(testtime_cli: Callable, tmp_path: Path) -> None:
+    first, second = _shards(testtime_cli, tmp_path, 2)
+    lines = (second / "results.jsonl").read_text().splitlines()
+    (second / "results.jsonl").write_text("\n".join([*lines, lines[0]]) + "\n")
+    done = testtime_cli("merge", str(first), str(second), "--out", str(tmp_path / "m"))
+    assert done.returncode != 0 and "is answered twice" in done.stderr, done.stderr

@@ -7,6 +7,11 @@ in the unsharded order, the ledger, trace, round checkpoints and cache of every 
 summary recomputed from those (never averaged from the shards' summaries: intervals and maj@k are not
 averages). Its wall time is the caller's (a Ray run's driver), else null: shards that ran at different times
 were never one run's wall clock.
+
+Nothing a shard says about itself is trusted: the benchmark is loaded again (its data must still have the
+shards' sha256), each shard must hold exactly the slice its manifest names (ids, in order), no problem is
+answered twice, and every result is graded again against the sealed references, so an edited `correct`
+field or a relabelled copy of another shard cannot change the merged accuracy.
 """
 
 from __future__ import annotations
@@ -21,14 +26,16 @@ from testtime.core.errors import UserError
 from testtime.core.jsonl import read_records
 from testtime.core.ledger import Ledger
 from testtime.core.records import Problem
-from testtime.core.results import ResultRecord
+from testtime.core.results import ProblemResult, ResultRecord
 from testtime.evaluation.labelfree import prediction_of
-from testtime.evaluation.scoring import summarize
+from testtime.evaluation.scoring import score, summarize
 from testtime.evaluation.summary import RunSummary
+from testtime.run.build import build_benchmark, check_sandbox_choice, load_problems
 from testtime.run.directory import RunDir
 from testtime.run.manifest import RunManifest, now
 from testtime.run.settings import ResumeChanges
-from testtime.run.shard import interleave, parse_shard
+from testtime.run.shard import interleave, parse_shard, shard_of
+from testtime.sandbox.choose import open_sandbox
 
 # Settings a shard may set for itself: where and how patiently it was served, what it might spend.
 PER_SHARD = {"shard", *ResumeChanges.model_fields}
@@ -95,27 +102,34 @@ def _check_finished(directory: RunDir) -> None:
 def merge_runs(paths: list[Path], out: Path, wall_s: float | None = None) -> tuple[RunDir, RunSummary]:
     """Merge finished shard runs into a new run directory `out`; returns it with its recomputed summary."""
     shards = read_shards(paths)
+    merged = merged_records(shards)  # checked and graded before anything is written
     target = RunDir.create(out)
-    write_merged(target, shards, [s.path for s, _ in shards], wall_s)
+    write_merged(target, shards, merged, [s.path for s, _ in shards], wall_s)
     summary = target.read_summary()
     assert summary is not None
     return target, summary
 
 
-def write_merged(
-    target: RunDir,
-    shards: list[tuple[RunDir, RunManifest]],
-    sources: list[Path],
-    wall_s: float | None,
-    ray_shards: int | None = None,
-) -> None:
-    """Everything of the merged run into `target` (also how a Ray run of `ray_shards` assembles its shards)."""
+def merged_records(shards: list[tuple[RunDir, RunManifest]]) -> tuple[list[Problem], list[ResultRecord]]:
+    """The problems in the unsharded order and their results, graded again (`regraded`)."""
     problem_lists = [list(directory.read_problems().values()) for directory, _ in shards]
     problems: list[Problem] = interleave(problem_lists)
     by_id: dict[str, ResultRecord] = {}
     for directory, _ in shards:
         by_id.update((r.problem_id, r) for r in directory.read_results())
-    records = [by_id[p.id] for p in problems if p.id in by_id]
+    return problems, regraded(shards, problem_lists, [by_id[p.id] for p in problems if p.id in by_id])
+
+
+def write_merged(
+    target: RunDir,
+    shards: list[tuple[RunDir, RunManifest]],
+    merged: tuple[list[Problem], list[ResultRecord]],
+    sources: list[Path],
+    wall_s: float | None,
+    ray_shards: int | None = None,
+) -> None:
+    """Everything of the merged run into `target` (also how a Ray run of `ray_shards` assembles its shards)."""
+    problems, records = merged
     first = shards[0][1]
     effective = first.effective.model_copy(update={"problems": len(problems)}) if first.effective else None
     manifest = first.model_copy(
@@ -152,6 +166,49 @@ def write_merged(
     )
     target.write_summary(summary)
     target.write_predictions([prediction_of(r, settings.method, r.graded_answer, None) for r in records])
+
+
+def regraded(
+    shards: list[tuple[RunDir, RunManifest]], problem_lists: list[list[Problem]], records: list[ResultRecord]
+) -> list[ResultRecord]:
+    """`records` graded again from the benchmark's sealed references, after checking that each shard holds the
+    slice of the benchmark its manifest names (see the module's docstring)."""
+    first = shards[0][1]
+    settings = first.run.model_copy(update={"shard": None})
+    benchmark = build_benchmark(settings)
+    try:
+        problems, references = load_problems(benchmark, settings.limit)
+        then, now_hash = first.benchmark.get("sha256"), benchmark.describe().get("sha256")
+        if then and now_hash and then != now_hash:
+            raise UserError(f"{settings.bench} changed since the shards ran (its sha256 differs): cannot grade them")
+        count = len(shards)
+        for index, ((directory, _), held) in enumerate(zip(shards, problem_lists, strict=True), 1):
+            expected = [p.id for p in shard_of(problems, f"{index}/{count}")]
+            if [p.id for p in held] != expected:
+                raise UserError(
+                    f"{directory.path} does not hold shard {index}/{count}'s problems ({len(held)} held, "
+                    f"{len(expected)} expected, in the benchmark's order): not a shard of this run"
+                )
+            answered = [r.problem_id for r in directory.read_results()]
+            twice = sorted({pid for pid in answered if answered.count(pid) > 1})
+            if twice:
+                raise UserError(f"{directory.path}: problem {twice[0]} is answered twice")
+            stray = set(answered) - set(expected)
+            if stray:
+                raise UserError(f"{directory.path} has results for problems outside its shard: {sorted(stray)[:3]}")
+        if benchmark.needs_sandbox:  # code is graded by running it on the hidden tests, as the shards did
+            check_sandbox_choice(settings)
+            benchmark.sandbox = open_sandbox(settings.sandbox)
+        fields = set(ProblemResult.model_fields)
+        return [
+            ResultRecord.of(
+                result := ProblemResult.model_validate(record.model_dump(include=fields)),
+                score(benchmark, result, references[record.problem_id]),
+            )
+            for record in records
+        ]
+    finally:
+        benchmark.close()
 
 
 def _grader(manifest: RunManifest) -> dict[str, Any]:

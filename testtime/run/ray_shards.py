@@ -25,7 +25,7 @@ from testtime.core.results import ResultRecord
 from testtime.evaluation.summary import RunSummary
 from testtime.run.directory import RunDir
 from testtime.run.lifecycle import OpenRun, create_or_resume
-from testtime.run.merge import write_merged
+from testtime.run.merge import merged_records, write_merged
 from testtime.run.observer import ProgressPlan, RunObserver
 from testtime.run.settings import RunSettings
 from testtime.run.shard import shard_name
@@ -110,7 +110,9 @@ def execute_on_ray(run: OpenRun, address: str, observer: RunObserver) -> RunSumm
     finally:
         observer.stop()
     shards = [(RunDir(f), RunDir(f).read_manifest()) for f in folders]
-    write_merged(directory, shards, folders, wall_s=time.perf_counter() - started, ray_shards=count)
+    write_merged(
+        directory, shards, merged_records(shards), folders, wall_s=time.perf_counter() - started, ray_shards=count
+    )
     run.release()
     summary = directory.read_summary()
     assert summary is not None
