@@ -26,9 +26,9 @@ def provider(request: pytest.FixtureRequest) -> str:
 
 
 def sample(
-    server: MockChatServer, n: int, provider: str, timeout_s: float = 5.0, attempts: int = 4
+    server: MockChatServer, n: int, provider: str, timeout_s: float = 5.0, attempts: int = 4, query: str = ""
 ) -> tuple[list, RolloutEngine]:
-    engine = api_engine(provider, [server.url], concurrency=4, attempts=attempts, timeout_s=timeout_s)
+    engine = api_engine(provider, [server.url + query], concurrency=4, attempts=attempts, timeout_s=timeout_s)
     model = engine.model
 
     async def main() -> list:
@@ -97,3 +97,19 @@ def test_cli_run_through_the_api_never_writes_the_key(
     assert summary["problems"] == 3 and summary["ledger"]["calls"] == 6
     for path in (tmp_path / "run").iterdir():
         assert secret.encode() not in path.read_bytes(), path
+
+
+def test_a_query_string_in_the_api_base_stays_after_the_path() -> None:
+    """`--api-base http://h/v1?api_key=K` used to send `POST /v1?api_key=K/chat/completions`."""
+    with MockChatServer() as server:
+        out, _ = sample(server, 1, "openai:mock", attempts=1, query="?api_key=K123")
+    assert [c.text for c in out] == ["The answer is \\boxed{5}."]
+    assert server.paths == ["/v1/chat/completions?api_key=K123"]
+
+
+def test_litellm_refuses_a_query_string_it_would_mangle() -> None:
+    from testtime.core.errors import UserError
+    from testtime.models import resolve_model
+
+    with pytest.raises(UserError, match="sent mangled by litellm: use openai:<model>"):
+        resolve_model("litellm:openai/mock", api_base=["http://127.0.0.1:9/v1?api_key=K"])

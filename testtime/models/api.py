@@ -196,6 +196,13 @@ def build_litellm(
             f"litellm model '{rest}' needs a provider: litellm:<provider>/<model>, "
             "e.g. litellm:openai/gpt-4o-mini (with --api-base for a local server)"
         )
+    if any("?" in base for base in as_list(api_base)):
+        # litellm's client appends its path after the query (`/v1/?k=v` + `chat/completions`) and drops
+        # extra_query for OpenAI-compatible servers: the request would go nowhere.
+        raise UserError(
+            "--api-base with a query string (?...) is sent mangled by litellm: use openai:<model>, which keeps "
+            "the query after the path, or pass the key with --api-key-env"
+        )
     return LiteLLMModel(rest, api_bases=as_list(api_base), api_key_env=api_key_env, request_timeout_s=request_timeout_s)
 
 

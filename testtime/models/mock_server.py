@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import urlsplit
 
 Reply = Callable[[list[dict[str, Any]]], str]
 ALTERNATIVES = [0.6, 0.3, 0.1] + [1e-6] * 17  # a token's top-20 probabilities; the chosen token is the first
@@ -86,6 +87,7 @@ class MockChatServer:
         self.requests = 0
         self.completed = 0
         self.bodies: list[dict[str, Any]] = []  # every request body as received: what went over the wire
+        self.paths: list[str] = []  # every POST's request target, query included
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler(), bind_and_activate=False)
         self._server.daemon_threads = True
@@ -133,6 +135,10 @@ class MockChatServer:
 
             def do_POST(self) -> None:
                 request = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                server.paths.append(self.path)
+                if not urlsplit(self.path).path.endswith("/chat/completions"):
+                    self._send(404, {"error": {"message": f"no route {self.path}", "type": "mock"}})
+                    return
                 with server._lock:
                     server.requests += 1
                     server.bodies.append(request)

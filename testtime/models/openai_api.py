@@ -22,6 +22,7 @@ import random
 import time
 from collections.abc import Sequence
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from testtime.core.errors import MalformedAnswer, ModelError, TransientModelError, UserError
 from testtime.core.model import CALL_PROBLEM, LanguageModel
@@ -102,7 +103,7 @@ class OpenAIModel(LanguageModel):
         little jitter, rather than after the kernel's one-second SYN retransmit or the engine's backoff."""
         import aiohttp
 
-        url = f"{server.url}/chat/completions"
+        url = endpoint(server.url, "chat/completions")
         for attempt in range(1, CONNECT_TRIES + 1):
             try:
                 return await _post_once(server.client(), url, request)
@@ -211,6 +212,13 @@ def _completions(body: bytes, latency: float, price: float | None, logprobs: int
         )
         for i, (text, reason, choice) in enumerate(zip(texts, reasons, choices, strict=True))
     ]
+
+
+def endpoint(base: str, path: str) -> str:
+    """`base` with `path` appended to its path, its query kept after: `http://h/v1?api_key=K` gives
+    `http://h/v1/chat/completions?api_key=K`, never `http://h/v1?api_key=K/chat/completions`."""
+    parts = urlsplit(base)
+    return urlunsplit(parts._replace(path=f"{parts.path.rstrip('/')}/{path}"))
 
 
 def _retry_after(headers: Any) -> float | None:
