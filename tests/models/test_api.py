@@ -113,3 +113,25 @@ def test_litellm_refuses_a_query_string_it_would_mangle() -> None:
 
     with pytest.raises(UserError, match="sent mangled by litellm: use openai:<model>"):
         resolve_model("litellm:openai/mock", api_base=["http://127.0.0.1:9/v1?api_key=K"])
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("openai:gpt-4o-mini", "calls api.openai.com, which needs a key: set OPENAI_API_KEY"),
+        ("litellm:anthropic/claude-3-haiku", "needs ANTHROPIC_API_KEY in the environment"),
+    ],
+)
+def test_a_missing_provider_key_is_refused_before_any_call(
+    monkeypatch: pytest.MonkeyPatch, spec: str, message: str
+) -> None:
+    """It used to be found by every call in turn, each retried: 20-41 s of failures before the run ended."""
+    from testtime.core.errors import UserError
+    from testtime.models import resolve_model
+
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(UserError, match=message):
+        resolve_model(spec)
+    monkeypatch.setenv("MY_KEY", "sk-x")
+    assert resolve_model(spec, api_key_env="MY_KEY") is not None  # a key named explicitly: no guessing

@@ -203,7 +203,24 @@ def build_litellm(
             "--api-base with a query string (?...) is sent mangled by litellm: use openai:<model>, which keeps "
             "the query after the path, or pass the key with --api-key-env"
         )
+    if not as_list(api_base) and not api_key_env:
+        _check_provider_key(rest)
     return LiteLLMModel(rest, api_bases=as_list(api_base), api_key_env=api_key_env, request_timeout_s=request_timeout_s)
+
+
+def _check_provider_key(model: str) -> None:
+    """A hosted provider's key, checked before the run rather than found missing by every call (each one an
+    error record, after retries). Only keys: a missing base URL (ollama's) has a default."""
+    missing = [
+        k
+        for k in _import_litellm().validate_environment(model).get("missing_keys", [])
+        if k.endswith(("_KEY", "_TOKEN"))
+    ]
+    if missing:
+        raise UserError(
+            f"litellm:{model} needs {' or '.join(missing)} in the environment (or --api-key-env NAME; for a local "
+            "server, --api-base URL)"
+        )
 
 
 # How litellm words a 200 it could not parse: it raises those as 500s (which would be retried six times, each

@@ -239,6 +239,11 @@ def build_openai(
     if not rest:
         raise UserError("openai: needs the served model's name: openai:<model> --api-base http://127.0.0.1:8000/v1")
     if not bases:
+        if not api_key_env and not os.environ.get("OPENAI_API_KEY"):  # fail now, not after six retried calls
+            raise UserError(
+                f"openai:{rest} calls api.openai.com, which needs a key: set OPENAI_API_KEY or --api-key-env NAME "
+                "(for a local server, give --api-base URL)"
+            )
         bases = ["https://api.openai.com/v1"]
     return OpenAIModel(
         rest, api_bases=bases, api_key_env=api_key_env, request_timeout_s=request_timeout_s,
