@@ -36,6 +36,8 @@ def test_a_token_budget_stops_within_the_calls_in_flight(tmp_path: Path, method:
     paid = [e for e in read_entries(tmp_path / "run" / "ledger.jsonl") if not e.cached]
     largest = max(e.prompt_tokens + e.completion_tokens for e in paid)
     assert summary.stopped is not None and summary.stopped.startswith("token budget reached")
+    # the message gives the final spend, the calls in flight when the stop fired included
+    assert f"{summary.ledger.tokens:,} spent of {budget:,}" in summary.stopped
     assert not summary.complete
     assert budget <= summary.ledger.tokens <= budget + CONCURRENCY * largest  # at most the calls in flight over
     assert len(paid) < (30 * 8 if method == "majority" else 30)  # the queued samples were never sent

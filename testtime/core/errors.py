@@ -47,6 +47,20 @@ class RunStopped(Exception):
 class BudgetExhausted(RunStopped):
     """A run reached its --max-cost or --max-tokens-total: it stops cleanly and can be resumed with more."""
 
+    def __init__(self, kind: str, spent: float, limit: float) -> None:
+        self.kind, self.limit = kind, limit
+        super().__init__(f"{kind} budget reached: {self._amount(spent)} of {self._amount(limit)}")
+
+    def _amount(self, value: float) -> str:
+        return f"${value:.4f}" if self.kind == "cost" else f"{int(value):,}"
+
+    def final(self, spent: float) -> str:
+        """The stop as reported once the calls in flight when it fired have landed: the final spend."""
+        return (
+            f"{self.kind} budget reached: {self._amount(spent)} spent of {self._amount(self.limit)} "
+            "(calls already in flight when it was reached finished and are counted)"
+        )
+
 
 class Interrupted(RunStopped):
     """Ctrl-C, SIGTERM or SIGHUP: the run stops as for a spent budget, and the process then exits 128 + signal."""

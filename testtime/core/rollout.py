@@ -249,9 +249,9 @@ class RolloutEngine:
             raise self.stop
         totals = self.ledger.totals
         if self.max_cost_usd is not None and totals.cost_usd >= self.max_cost_usd:
-            raise BudgetExhausted(f"cost budget reached: ${totals.cost_usd:.4f} of ${self.max_cost_usd:.4f}")
+            raise BudgetExhausted("cost", totals.cost_usd, self.max_cost_usd)
         if self.max_tokens_total is not None and totals.tokens >= self.max_tokens_total:
-            raise BudgetExhausted(f"token budget reached: {totals.tokens:,} of {self.max_tokens_total:,}")
+            raise BudgetExhausted("token", totals.tokens, self.max_tokens_total)
 
     async def _call(
         self, messages: Sequence[Message], params: SamplingParams, entry: LedgerEntry, n: int

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from testtime.core.cache import CompletionCache
 from testtime.core.checkpoint import RoundCheckpoints
-from testtime.core.errors import Interrupted, RunStopped
+from testtime.core.errors import BudgetExhausted, Interrupted, RunStopped
 from testtime.core.ledger import Ledger, read_entries
 from testtime.core.results import ResultRecord, read_steps
 from testtime.core.rollout import RetryPolicy, RolloutEngine
@@ -111,11 +111,13 @@ def execute(run: OpenRun, observer: RunObserver | None = None, retry_errors: boo
         )
     )
     interrupted: Interrupted | None = None
+    budget: BudgetExhausted | None = None
     try:
         asyncio.run(_solve(run, todo, ctx, observer, checkpoints, streaming))
     except RunStopped as exc:
         stopped = str(exc)  # finished problems are saved; a resume (with a larger budget) continues
         interrupted = exc if isinstance(exc, Interrupted) else None
+        budget = exc if isinstance(exc, BudgetExhausted) else None
     except BaseException:
         run.release()
         raise
@@ -125,6 +127,8 @@ def execute(run: OpenRun, observer: RunObserver | None = None, retry_errors: boo
         engine.trace.close()
         cache.close()
         parts.close()
+    if budget is not None:  # the spend once every call in flight has landed, not when the stop fired
+        stopped = budget.final(ledger.totals.cost_usd if budget.kind == "cost" else ledger.totals.tokens)
     records = directory.read_results()
     # A stream's problems are what arrived, in arrival order; one from a benchmark is complete once all arrived.
     arrived = list(directory.read_problems().values()) if streaming else problems
