@@ -27,7 +27,10 @@ def is_dataset(bench: str) -> bool:
     return bench.startswith("hf:") or Path(bench).suffix.lower() in SUFFIXES
 
 
-def benchmark_for(bench: str, data_dir: str | Path | None = None, options: dict[str, Any] | None = None) -> Benchmark:
+def benchmark_for(
+    bench: str, data_dir: str | Path | None = None, options: dict[str, Any] | None = None, limit: int | None = None
+) -> Benchmark:
+    """The benchmark `bench` names; a data file reads only its first `limit` rows (built-in sets are small)."""
     load_benchmarks()
     if bench in BENCHMARKS.names():
         return BENCHMARKS.get(bench)(data_dir=data_dir, **(options or {}))
@@ -38,7 +41,7 @@ def benchmark_for(bench: str, data_dir: str | Path | None = None, options: dict[
     if is_dataset(bench):
         from testtime.benchmarks.dataset import Dataset
 
-        return Dataset(data_dir, source=bench, **(options or {}))
+        return Dataset(data_dir, source=bench, limit=limit, **(options or {}))
     raise UserError(
         f"unknown benchmark '{bench}'; registered: {', '.join(BENCHMARKS.names())}; or a data file "
         f"({', '.join(SUFFIXES)}), hf:ORG/NAME, or - (a stream on standard input)"

@@ -12,6 +12,7 @@ in LiveCodeBench's format, graded in the sandbox). `template` (a file with `{pro
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -82,9 +83,18 @@ class Dataset(Benchmark):
     ] = ()  # columns copied to the problem (never a user's: one may hold a label)
 
     def __init__(
-        self, data_dir: str | Path | None = None, *, source: str, preset: DatasetOptions | None = None, **options: Any
+        self,
+        data_dir: str | Path | None = None,
+        *,
+        source: str,
+        preset: DatasetOptions | None = None,
+        limit: int | None = None,
+        **options: Any,
     ) -> None:
+        """`limit`: read only the first rows of a file (a run's --limit), so `--limit 3` on a file of a million
+        rows reads three; the data's sha256 is still of the whole file."""
         self.source = source
+        self.limit = limit
         super().__init__(data_dir, **options)
         # a user's file: the options given; a built-in benchmark: its preset mapping (it takes no options)
         self.dataset = preset or self.options
@@ -114,7 +124,7 @@ class Dataset(Benchmark):
     def _read(self) -> list[Row]:
         if self.source.startswith("hf:"):
             return hub_rows(self.source.removeprefix("hf:"), self.dataset.split, self.dataset.config, self.source)
-        return file_rows(Path(self.source).expanduser())
+        return file_rows(Path(self.source).expanduser(), self.limit)
 
     def _map(self) -> dict[str, str | None]:
         wanted = ["problem", "answer", "id", "choices", "public_tests", "private_tests", "starter_code", "func_name"]
@@ -160,10 +170,18 @@ class Dataset(Benchmark):
         described = {**super().describe(), "source": self.source, "domain": self.domain, "rows": len(self.rows)}
         described["columns"] = {role: column for role, column in self.mapping.items() if column}
         if not self.source.startswith("hf:"):
-            described["sha256"] = hashlib.sha256(Path(self.source).expanduser().read_bytes()).hexdigest()
+            described["sha256"] = self._sha256()
         if self.template is not None:
             described["template_text"] = self.template
         return described
+
+    @functools.cache  # noqa: B019 - one Dataset, one file: hashed once, a block at a time
+    def _sha256(self) -> str:
+        digest = hashlib.sha256()
+        with Path(self.source).expanduser().open("rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+        return digest.hexdigest()
 
     # -- problems ---------------------------------------------------------------------------------------
 

@@ -5,8 +5,8 @@ line or row (a bad byte, a line that is not JSON, an unreadable Parquet), never 
 from __future__ import annotations
 
 import csv
-import io
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,18 @@ def _text(path: Path) -> str:
         line = raw[: exc.start].count(b"\n") + 1
         column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
         raise UserError(f"{path}:{line}: not valid UTF-8 (byte 0x{raw[exc.start]:02x} at column {column})") from None
+
+
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(line number, text) of a file read a line at a time, each line's bytes decoded on their own (a bad byte
+    names its line and column), its newline kept, a leading byte-order mark dropped."""
+    try:
+        with path.open("rb") as f:
+            for number, raw in enumerate(f, 1):
+                line = utf8_line(raw, f"{path}:{number}")
+                yield number, line.removeprefix("\ufeff") if number == 1 else line
+    except OSError as exc:
+        raise UserError(f"cannot read {path}: {exc.strerror}") from None
 
 
 def utf8_line(raw: bytes, where: str) -> str:
@@ -79,12 +91,18 @@ def line_row(line: str, where: str, number: int) -> Row:
     return _row(value, where, f"line {number}")
 
 
-def jsonl_rows(path: Path) -> list[Row]:
-    lines = enumerate(_text(path).split("\n"), 1)
-    return [line_row(line, f"{path}:{number}", number) for number, line in lines if line.strip()]
+def jsonl_rows(path: Path, limit: int | None = None) -> list[Row]:
+    """The rows of a JSON-lines file; with `limit`, only the first `limit` (the rest is never read)."""
+    rows: list[Row] = []
+    for number, line in _lines(path):
+        if limit is not None and len(rows) >= limit:
+            break
+        if line.strip():
+            rows.append(line_row(line.rstrip("\n"), f"{path}:{number}", number))
+    return rows
 
 
-def json_rows(path: Path) -> list[Row]:
+def json_rows(path: Path, limit: int | None = None) -> list[Row]:
     """A JSON list of objects, or an object holding one such list (`{"data": [...]}`)."""
     value = _parsed(_text(path), str(path))
     if isinstance(value, dict):
@@ -99,19 +117,22 @@ def json_rows(path: Path) -> list[Row]:
         if not isinstance(item, dict):
             raise UserError(f"{path}: row {number}: expected a JSON object, got {type(item).__name__}")
         rows.append(_row(item, f"{path}: row {number}", f"row {number}"))
-    return rows
+    return rows[:limit] if limit is not None else rows
 
 
-def csv_rows(path: Path) -> list[Row]:
-    """Every value is text; an empty cell is a missing value (a row without its label, say)."""
+def csv_rows(path: Path, limit: int | None = None) -> list[Row]:
+    """Every value is text; an empty cell is a missing value (a row without its label, say). Read a line at a
+    time: with `limit`, only the first `limit` rows."""
     csv.field_size_limit(FIELD_LIMIT)
-    reader = csv.DictReader(io.StringIO(_text(path), newline=""))
-    rows = []
+    reader = csv.DictReader(line for _, line in _lines(path))
+    rows: list[Row] = []
     try:
         header = reader.fieldnames or []
         if len(set(header)) != len(header):
             raise UserError(f"{path}:1: the header names a column twice ({', '.join(header)})")
         for values in reader:
+            if limit is not None and len(rows) >= limit:
+                break
             if None in values:
                 raise UserError(f"{path}:{reader.line_num}: more cells than the header has columns")
             cells = {k: (v if v != "" else None) for k, v in values.items()}
@@ -121,7 +142,7 @@ def csv_rows(path: Path) -> list[Row]:
     return rows
 
 
-def parquet_rows(path: Path) -> list[Row]:
+def parquet_rows(path: Path, limit: int | None = None) -> list[Row]:
     try:
         import pyarrow.parquet as pq
     except ImportError:
@@ -130,11 +151,14 @@ def parquet_rows(path: Path) -> list[Row]:
         table = pq.read_table(path)
     except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
         raise UserError(f"cannot read {path} as Parquet: {str(exc).splitlines()[0][:200]}") from None
+    if limit is not None:
+        table = table.slice(0, limit)
     return [_row(v, f"{path}: row {n}", f"row {n}") for n, v in enumerate(table.to_pylist(), 1)]
 
 
-def file_rows(path: Path) -> list[Row]:
-    """Rows of a data file by its suffix; an empty file is an error, not an empty benchmark."""
+def file_rows(path: Path, limit: int | None = None) -> list[Row]:
+    """Rows of a data file by its suffix, the first `limit` if given; an empty file is an error, not an empty
+    benchmark."""
     readers = {
         ".jsonl": jsonl_rows,
         ".ndjson": jsonl_rows,
@@ -147,7 +171,7 @@ def file_rows(path: Path) -> list[Row]:
         raise UserError(f"{path}: unknown kind of data file; use one of {', '.join(SUFFIXES)}")
     if not path.is_file():
         raise UserError(f"cannot read {path}: {'not a file' if path.exists() else 'no such file'}")
-    rows = reader(path)
+    rows = reader(path, limit)
     if not rows:
         raise UserError(f"{path} holds no rows")
     return rows

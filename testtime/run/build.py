@@ -20,7 +20,7 @@ from testtime.sandbox.choose import CHOICES, open_sandbox
 
 
 def build_benchmark(settings: RunSettings) -> Benchmark:
-    return benchmark_for(settings.bench, settings.data_dir, settings.bench_options)
+    return benchmark_for(settings.bench, settings.data_dir, settings.bench_options, settings.limit)
 
 
 def build_method(settings: RunSettings) -> Method:
