@@ -70,7 +70,7 @@ def _parsed(text: str, where: str) -> Any:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        line = f":{exc.lineno}" if "\n" in text else ""  # a whole file's text: name the line
+        line = f":{exc.lineno}" if "\n" in text.strip() else ""  # a whole file's text: name the line
         raise UserError(f"{where}{line}: not valid JSON ({exc.msg})") from None
     except RecursionError:
         raise UserError(f"{where}: JSON nested too deeply") from None
