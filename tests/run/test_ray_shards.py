@@ -132,3 +132,34 @@ def test_shards_without_ray_and_ray_with_a_shard_are_refused(testtime_cli: Calla
     assert alone.returncode != 0 and "add --ray" in alone.stderr
     both = testtime_cli(*RUN, "--model", "fake:echo", "--ray", "local", "--shard", "1/2", "--out", str(tmp_path / "b"))
     assert both.returncode != 0 and "leave out --shard" in both.stderr
+
+
+def test_a_local_ray_instance_does_not_outlive_its_killed_driver() -> None:
+    """`--ray local` starts Ray's head in the driver; after a kill -9 of the driver its dashboard and runtime-env
+    agents used to live on, re-parented to init. Every process the driver started is gone now."""
+    pytest.importorskip("ray")
+    import psutil
+
+    script = "from testtime.run.ray_shards import connect\nconnect('local')\nprint('up', flush=True)\n"
+    driver = subprocess.Popen(
+        [sys.executable, "-c", script + "import time\ntime.sleep(600)"], stdout=subprocess.PIPE, text=True
+    )
+    assert driver.stdout is not None and driver.stdout.readline().strip() == "up"
+    time.sleep(2)  # the raylet's agents start a moment after the head
+    started = {p.pid: p.create_time() for p in psutil.Process(driver.pid).children(recursive=True)}
+    names = " ".join(psutil.Process(pid).name() for pid in started)
+    assert "raylet" in names and len(started) >= 4, names
+    driver.kill()
+    driver.wait()
+
+    def alive() -> list[int]:
+        living = []
+        for pid, created in started.items():
+            try:
+                if psutil.Process(pid).create_time() == created and psutil.Process(pid).status() != "zombie":
+                    living.append(pid)
+            except psutil.Error:
+                continue
+        return living
+
+    wait_for(lambda: not alive(), patience=30)

@@ -27,6 +27,7 @@ from testtime.run.directory import RunDir
 from testtime.run.lifecycle import OpenRun, create_or_resume
 from testtime.run.merge import merged_records, write_merged
 from testtime.run.observer import ProgressPlan, RunObserver
+from testtime.run.ray_guard import guard_descendants
 from testtime.run.settings import RunSettings
 from testtime.run.shard import shard_name
 
@@ -68,6 +69,8 @@ def connect(address: str) -> Any:
     ray = import_ray()
     if not ray.is_initialized():
         where = None if address == "local" else address
+        if where is None:
+            guard_descendants()  # the instance is ours: none of its processes may outlive this driver
         try:
             ray.init(address=where, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
         except (ConnectionError, ValueError, RuntimeError) as exc:
