@@ -68,11 +68,10 @@ def connect(address: str) -> Any:
     else a cluster's address (host:port, or ray://host:10001 for Ray Client)."""
     ray = import_ray()
     if not ray.is_initialized():
-        where = None if address == "local" else address
-        if where is None:
+        if address == "local":  # a new instance ("local" never attaches to one already running here)
             guard_descendants()  # the instance is ours: none of its processes may outlive this driver
         try:
-            ray.init(address=where, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+            ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
         except (ConnectionError, ValueError, RuntimeError) as exc:
             raise UserError(f"--ray {address}: cannot reach the cluster ({str(exc).splitlines()[0]})") from None
     return ray
