@@ -6,6 +6,8 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -70,21 +72,36 @@ def _cpu_used(sandbox: Sandbox) -> str:
 
 
 def test_cpu_probe_catches_an_unbounded_worker(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Without its cgroup a worker's setsid children take both cores: the probe says so (it can fail)."""
+    """With no CPU bound (`cpus=None`, no cgroup) a worker's setsid children take both cores: the probe says so."""
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("one core: an unbounded worker cannot exceed one CPU")
+    on_host = subprocess.run([sys.executable, "-c", CPU_HOG_CHILDREN], capture_output=True, text=True).stdout
+    if on_host.strip() == "ok":
+        pytest.skip("this machine is too busy for the probe's children to exceed one CPU even on the host")
+    monkeypatch.setattr("testtime.sandbox.bwrap_backend.create_groups", lambda *args: [])  # scheduled as the host's
+    with _started("bwrap", pool_size=1, cpus=None) as sandbox:
+        assert "CPU-seconds" in _cpu_used(sandbox)
+
+
+def test_without_a_cgroup_the_harness_throttles_the_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where no cgroup can be made (an unprivileged user without delegation), PID 1's throttle holds instead."""
     if (os.cpu_count() or 1) < 2:
         pytest.skip("one core: an unbounded worker cannot exceed one CPU")
     monkeypatch.setattr("testtime.sandbox.bwrap_backend.create_groups", lambda *args: [])
     with _started("bwrap", pool_size=1) as sandbox:
-        assert "CPU-seconds" in _cpu_used(sandbox)
+        assert _cpu_used(sandbox) == "ok\n"
+        assert sandbox.run("print(input())", [TestCase(input="7", output="7")]).passed
 
 
-@pytest.mark.parametrize("name", ["bwrap", "docker"])
-def test_a_cpu_hog_does_not_flip_a_neighbours_verdicts(name: str) -> None:
+@pytest.mark.parametrize("name", ["bwrap", "bwrap-throttle", "docker"])
+def test_a_cpu_hog_does_not_flip_a_neighbours_verdicts(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     if (os.cpu_count() or 1) < 2:
         pytest.skip("needs two cores: one per worker")
     if name == "bwrap" and hierarchy() is None:
-        pytest.skip("no writable cgroup hierarchy: bwrap has no CPU bound here (sandbox check says so)")
-    with _started(name, pool_size=2) as sandbox, ThreadPoolExecutor(2) as pool:
+        pytest.skip("no writable cgroup hierarchy here: bwrap-throttle covers this host")
+    if name == "bwrap-throttle":  # no cgroup: the harness's own throttle
+        monkeypatch.setattr("testtime.sandbox.bwrap_backend.create_groups", lambda *args: [])
+    with _started(name.removesuffix("-throttle"), pool_size=2) as sandbox, ThreadPoolExecutor(2) as pool:
         hog = pool.submit(sandbox.run, HOG, [TestCase(input="", output=None)], Limits(timeout_s=8.0))
         time.sleep(1.0)  # the hog's children are spinning
         tests = [TestCase(input=str(i), output=str(i)) for i in range(3)]

@@ -65,8 +65,12 @@ def check(
 
             kind = hierarchy()
             started_as = "uid 65534 (dropped from root)" if os.geteuid() == 0 else f"uid {os.geteuid()}"
-            limits = f"on (cgroup {kind})" if kind else "[red]OFF[/red] (no writable cgroup hierarchy)"
-            console.print(f"bwrap: memory/pids/CPU limits {limits}; started as {started_as}")
+            limits = (
+                f"memory/pids/CPU limits on (cgroup {kind})"
+                if kind
+                else "[red]no memory/pids limits[/red] (no writable cgroup hierarchy); CPU by the harness's throttle"
+            )
+            console.print(f"bwrap: {limits}; started as {started_as}")
     for i, probe in enumerate(PROBES):
         table.add_row(probe.name, *(columns[n][i] for n in names))
     results_console.print(table)

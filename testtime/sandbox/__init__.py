@@ -28,7 +28,7 @@ Per backend:
   disabled, `/usr` bound read-only, `/dev` and `/proc/sys` read-only; started by root, it runs as the host's
   uid 65534, so no host `/proc` file is writable through a root mapping; a cgroup per worker (v2, else v1)
   bounds memory, pids and CPU (`cpus`, as Docker's) when the host offers one (`testtime sandbox check` says
-  whether it does). No seccomp filter.
+  whether it does); without one, the harness throttles the jobs' CPU itself. No seccomp filter.
 
 Containers, folders and cgroups carry their owner's identity; a killed run's leftovers are reaped by the
 next sandbox that starts (`owner.py`, `testtime sandbox check` and `clean`).

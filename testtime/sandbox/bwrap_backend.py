@@ -7,9 +7,10 @@ root, the sandbox's uid maps to host root, which owns `/proc/sys` and `/proc/sys
 them (drop the host's caches, set its core_pattern). Started unprivileged, every host `/proc` file a program
 reaches is checked against an unprivileged host uid.
 Memory, pids and CPU bounds come from a cgroup per worker (`cgroups.py`; v2 or v1) when the host lets us
-create groups; `testtime sandbox check` reports whether it does. Without them a fork bomb is bounded only by
-the per-test wall time and the kill of leftovers, and a CPU hog slows its neighbours: prefer Docker where an
-engine answers. Cgroups are named after their owner (`owner.py`); a starting pool reaps those of dead owners.
+create groups; `testtime sandbox check` reports whether it does. Without them the harness bounds the jobs'
+CPU itself (`harness_throttle.py`, coarser), and a fork bomb is bounded only by the per-test wall time and
+the kill of leftovers: prefer Docker where an engine answers. Cgroups are named after their owner
+(`owner.py`); a starting pool reaps those of dead owners.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ SCRATCH_BYTES = str(SCRATCH_MB << 20)
 UNPRIVILEGED = "65534"  # nobody: the host user a root-started sandbox runs as
 
 
-def bwrap_command(python: str) -> list[str]:
+def bwrap_command(python: str, harness_args: tuple[str, ...] = ()) -> list[str]:
     command = [
         "bwrap",
         "--unshare-all",
@@ -96,7 +97,7 @@ def bwrap_command(python: str) -> list[str]:
     if not str(prefix).startswith("/usr"):
         command += ["--ro-bind", str(prefix), str(prefix)]  # an interpreter outside /usr (pyenv, conda)
     # bwrap's root is its own tmpfs: make it read-only too (the /tmp mount stays writable).
-    return [*command, "--remount-ro", "/", python, "-c", HARNESS_SOURCE]
+    return [*command, "--remount-ro", "/", python, "-c", HARNESS_SOURCE, *harness_args]
 
 
 def sandbox_python() -> str:
@@ -118,11 +119,13 @@ def unprivileged(command: list[str]) -> list[str]:
 
 
 class _BwrapWorker(Worker):
-    def __init__(self, python: str, memory_mb: int, pids: int, cpus: float) -> None:
+    def __init__(self, python: str, memory_mb: int, pids: int, cpus: float | None) -> None:
         super().__init__()
         self.groups = create_groups(f"{CGROUP_PREFIX}{local_tag()}-{uuid.uuid4().hex[:8]}", memory_mb, pids, cpus)
+        # Without a cgroup the harness itself bounds the jobs' CPU (harness_throttle.py).
+        throttle = ("--cpus", str(cpus)) if cpus is not None and not self.groups else ()
         # The groups are joined (as root) before privileges drop and bwrap starts: all it starts is inside them.
-        command = join_command(self.groups, unprivileged(bwrap_command(python)))
+        command = join_command(self.groups, unprivileged(bwrap_command(python, throttle)))
         self.process = subprocess.Popen(
             command,
             stdin=subprocess.PIPE,
@@ -156,7 +159,8 @@ class _BwrapWorker(Worker):
 class BwrapSandbox(PooledSandbox):
     name = "bwrap"
 
-    def __init__(self, pool_size: int = 2, memory_mb: int = 1536, pids: int = 64, cpus: float = 1.0) -> None:
+    def __init__(self, pool_size: int = 2, memory_mb: int = 1536, pids: int = 64, cpus: float | None = 1.0) -> None:
+        """`cpus`: each worker's CPU share (None: unbounded), by its cgroup, else by the harness's throttle."""
         super().__init__(pool_size)
         self.memory_mb, self.pids, self.cpus = memory_mb, pids, cpus
         self.python = sandbox_python()

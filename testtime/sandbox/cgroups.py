@@ -45,11 +45,12 @@ def _enable_v2_controllers(root: Path) -> bool:
     return True
 
 
-def create_groups(name: str, memory_mb: int, pids: int, cpus: float, root: Path = CGROUP_ROOT) -> list[Path]:
-    """The groups one worker joins (one on v2, one per controller on v1), limits written; [] where none can be.
-    A group that cannot be fully set up is removed again: a worker never runs half-bounded without saying so."""
+def create_groups(name: str, memory_mb: int, pids: int, cpus: float | None, root: Path = CGROUP_ROOT) -> list[Path]:
+    """The groups one worker joins (one on v2, one per controller on v1), limits written (`cpus` None: no CPU
+    limit); [] where none can be. A group that cannot be fully set up is removed again: a worker never runs
+    half-bounded without saying so."""
     kind = hierarchy(root)
-    quota = max(1000, int(cpus * CPU_PERIOD_US))
+    quota = "max" if cpus is None else str(max(1000, int(cpus * CPU_PERIOD_US)))
     made: list[Path] = []
     try:
         if kind == "v2" and _enable_v2_controllers(root):
@@ -70,7 +71,7 @@ def create_groups(name: str, memory_mb: int, pids: int, cpus: float, root: Path 
             (memory / "memory.limit_in_bytes").write_text(str(memory_mb << 20))
             (pid_group / "pids.max").write_text(str(pids))
             (cpu / "cpu.cfs_period_us").write_text(str(CPU_PERIOD_US))
-            (cpu / "cpu.cfs_quota_us").write_text(str(quota))
+            (cpu / "cpu.cfs_quota_us").write_text("-1" if cpus is None else quota)
     except OSError:
         for group in made:
             remove_cgroup(group)

@@ -40,6 +40,7 @@ if "job_process" not in globals():  # imported from the package rather than run 
         wipe,
     )
     from testtime.sandbox.harness_job import job_process, result_record
+    from testtime.sandbox.harness_throttle import CpuThrottle
 
 LIMIT_STATUSES = ("time_limit", "memory_limit", "output_limit")
 FORGED = "a malformed report on the harness's channel (the program wrote to it)"
@@ -250,8 +251,8 @@ def _next_report(report, channel, deadline):
 
 
 class Supervisor:
-    def __init__(self, channel):
-        self.channel = channel
+    def __init__(self, channel, cpus=None):
+        self.channel, self.cpus = channel, cpus  # cpus: bound the jobs' CPU here (no cgroup does it)
         self.zygote = _Zygote()
         self.next_process = None
         self.job_groups = []  # the job processes of the last job (each leads its own process group)
@@ -272,6 +273,10 @@ class Supervisor:
         inputs, func_name = job.get("inputs", []), job.get("func_name")
         stream = self.channel if job.get("stream") else None
         timeout = float(job.get("limits", {}).get("timeout_s", 6.0))
+        with CpuThrottle(self.cpus, {1, os.getpid(), self.zygote.pid}):
+            return self._run_tests(job, inputs, func_name, stream, timeout)
+
+    def _run_tests(self, job, inputs, func_name, stream, timeout):
         results, index, limit_hit, stopped = [], 0, False, False
         while index < len(inputs) and not stopped:
             process = self._process()
@@ -382,13 +387,15 @@ def main():
     for sig in (signal.SIGINT, signal.SIGPIPE, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
         signal.signal(sig, signal.SIG_DFL)
     _make_undumpable()
-    if len(sys.argv) >= 3 and sys.argv[1] == "--connect":
+    options = dict(zip(sys.argv[1::2], sys.argv[2::2], strict=False))  # "--connect PATH", "--cpus N"
+    cpus = float(options["--cpus"]) if "--cpus" in options else None
+    if "--connect" in options:
         # Docker: the host listens on a socket in a read-only folder; after this one connection it is gone.
         connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        connection.connect(sys.argv[2])
-        Supervisor(_Channel(connection.fileno(), connection.fileno())).serve()
+        connection.connect(options["--connect"])
+        Supervisor(_Channel(connection.fileno(), connection.fileno()), cpus).serve()
     else:
-        Supervisor(_Channel(0, 1)).serve()
+        Supervisor(_Channel(0, 1), cpus).serve()
 
 
 if __name__ == "__main__":
