@@ -29,20 +29,6 @@ def _row(values: dict[str, Any], where: str, position: str) -> Row:
     return row
 
 
-def _text(path: Path) -> str:
-    """The file as text; a leading byte-order mark (Excel writes one) is dropped for every kind alike."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise UserError(f"cannot read {path}: {exc.strerror}") from None
-    try:
-        return raw.decode("utf-8").removeprefix("\ufeff")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
-        raise UserError(f"{path}:{line}: not valid UTF-8 (byte 0x{raw[exc.start]:02x} at column {column})") from None
-
-
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
     """(line number, text) of a file read a line at a time, each line's bytes decoded on their own (a bad byte
     names its line and column), its newline kept, a leading byte-order mark dropped."""
@@ -104,7 +90,7 @@ def jsonl_rows(path: Path, limit: int | None = None) -> list[Row]:
 
 def json_rows(path: Path, limit: int | None = None) -> list[Row]:
     """A JSON list of objects, or an object holding one such list (`{"data": [...]}`)."""
-    value = _parsed(_text(path), str(path))
+    value = _parsed("".join(line for _, line in _lines(path)), str(path))
     if isinstance(value, dict):
         lists = [v for v in value.values() if isinstance(v, list)]
         if len(lists) != 1:

@@ -4,6 +4,7 @@ is written, so bad input leaves no trace; and the method's plan (what each kind 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from testtime.benchmarks import Benchmark, SealedReferences, benchmark_for
 from testtime.core.errors import UserError
@@ -21,6 +22,12 @@ from testtime.sandbox.choose import CHOICES, open_sandbox
 
 def build_benchmark(settings: RunSettings) -> Benchmark:
     return benchmark_for(settings.bench, settings.data_dir, settings.bench_options, settings.limit)
+
+
+def data_changed(recorded: dict[str, Any], benchmark: Benchmark) -> bool:
+    """Whether a benchmark's data differs from the data a run recorded (its sha256; unknown counts as same)."""
+    then, now = recorded.get("sha256"), benchmark.describe().get("sha256")
+    return bool(then and now and then != now)
 
 
 def build_method(settings: RunSettings) -> Method:

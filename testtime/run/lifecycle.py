@@ -18,7 +18,7 @@ from typing import IO, Any
 
 from testtime.core.errors import UserError
 from testtime.core.secrets import REDACTED, redact_url
-from testtime.run.build import RunParts, build_parts, check_run_flags
+from testtime.run.build import RunParts, build_parts, check_run_flags, data_changed
 from testtime.run.directory import RunDir, default_run_path
 from testtime.run.manifest import Effective, Resumed, RunManifest, now
 from testtime.run.settings import ResumeChanges, RunSettings, versions
@@ -97,8 +97,7 @@ def resume(path: Path, changes: ResumeChanges | None = None) -> OpenRun:
         resumed = [*manifest.resumed, Resumed(time=now(), changed=changed)]
         manifest = manifest.model_copy(update={"run": recorded, "resumed": resumed})
     parts = build_parts(settings)
-    then, now_hash = manifest.benchmark.get("sha256"), parts.benchmark.describe().get("sha256")
-    if then and now_hash and then != now_hash:
+    if data_changed(manifest.benchmark, parts.benchmark):
         parts.close()
         raise UserError(
             f"{manifest.run.bench} changed since this run started (its sha256 differs): the finished problems "

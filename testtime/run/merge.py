@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ from testtime.core.results import ProblemResult, ResultRecord
 from testtime.evaluation.labelfree import prediction_of
 from testtime.evaluation.scoring import score, summarize
 from testtime.evaluation.summary import RunSummary
-from testtime.run.build import build_benchmark, check_sandbox_choice, load_problems
+from testtime.run.build import build_benchmark, check_sandbox_choice, data_changed, load_problems
 from testtime.run.directory import RunDir
 from testtime.run.manifest import RunManifest, now
 from testtime.run.settings import ResumeChanges
@@ -113,11 +114,9 @@ def merge_runs(paths: list[Path], out: Path, wall_s: float | None = None) -> tup
 def merged_records(shards: list[tuple[RunDir, RunManifest]]) -> tuple[list[Problem], list[ResultRecord]]:
     """The problems in the unsharded order and their results, graded again (`regraded`)."""
     problem_lists = [list(directory.read_problems().values()) for directory, _ in shards]
+    result_lists = [directory.read_results() for directory, _ in shards]
     problems: list[Problem] = interleave(problem_lists)
-    by_id: dict[str, ResultRecord] = {}
-    for directory, _ in shards:
-        by_id.update((r.problem_id, r) for r in directory.read_results())
-    return problems, regraded(shards, problem_lists, [by_id[p.id] for p in problems if p.id in by_id])
+    return problems, regraded(shards, problem_lists, result_lists, problems)
 
 
 def write_merged(
@@ -169,33 +168,39 @@ def write_merged(
 
 
 def regraded(
-    shards: list[tuple[RunDir, RunManifest]], problem_lists: list[list[Problem]], records: list[ResultRecord]
+    shards: list[tuple[RunDir, RunManifest]],
+    problem_lists: list[list[Problem]],
+    result_lists: list[list[ResultRecord]],
+    order: list[Problem],
 ) -> list[ResultRecord]:
-    """`records` graded again from the benchmark's sealed references, after checking that each shard holds the
-    slice of the benchmark its manifest names (see the module's docstring)."""
+    """Every shard's results graded again from the benchmark's sealed references, in `order`, after checking
+    that each shard holds the slice of the benchmark its manifest names (see the module's docstring)."""
     first = shards[0][1]
     settings = first.run.model_copy(update={"shard": None})
     benchmark = build_benchmark(settings)
     try:
         problems, references = load_problems(benchmark, settings.limit)
-        then, now_hash = first.benchmark.get("sha256"), benchmark.describe().get("sha256")
-        if then and now_hash and then != now_hash:
+        if data_changed(first.benchmark, benchmark):
             raise UserError(f"{settings.bench} changed since the shards ran (its sha256 differs): cannot grade them")
         count = len(shards)
-        for index, ((directory, _), held) in enumerate(zip(shards, problem_lists, strict=True), 1):
+        by_id: dict[str, ResultRecord] = {}
+        for index, ((directory, _), held, results) in enumerate(
+            zip(shards, problem_lists, result_lists, strict=True), 1
+        ):
             expected = [p.id for p in shard_of(problems, f"{index}/{count}")]
             if [p.id for p in held] != expected:
                 raise UserError(
                     f"{directory.path} does not hold shard {index}/{count}'s problems ({len(held)} held, "
                     f"{len(expected)} expected, in the benchmark's order): not a shard of this run"
                 )
-            answered = [r.problem_id for r in directory.read_results()]
-            twice = sorted({pid for pid in answered if answered.count(pid) > 1})
+            answered = Counter(r.problem_id for r in results)
+            twice = sorted(pid for pid, times in answered.items() if times > 1)
             if twice:
                 raise UserError(f"{directory.path}: problem {twice[0]} is answered twice")
             stray = set(answered) - set(expected)
             if stray:
                 raise UserError(f"{directory.path} has results for problems outside its shard: {sorted(stray)[:3]}")
+            by_id.update((r.problem_id, r) for r in results)
         if benchmark.needs_sandbox:  # code is graded by running it on the hidden tests, as the shards did
             check_sandbox_choice(settings)
             benchmark.sandbox = open_sandbox(settings.sandbox)
@@ -205,7 +210,7 @@ def regraded(
                 result := ProblemResult.model_validate(record.model_dump(include=fields)),
                 score(benchmark, result, references[record.problem_id]),
             )
-            for record in records
+            for record in (by_id[p.id] for p in order if p.id in by_id)
         ]
     finally:
         benchmark.close()

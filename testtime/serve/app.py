@@ -41,8 +41,13 @@ from testtime.serve.session import Answered, ServedRecord, ServedRun
 
 KEEPALIVE_S = 5.0
 STOP_GRACE_S = 15.0
-ERROR_CODES = {401: "invalid_api_key", 404: "not_found", 405: "method_not_allowed", 408: "request_timeout"}
-ERROR_CODES |= {413: "request_too_large"}
+ERROR_CODES = {
+    401: "invalid_api_key",
+    404: "not_found",
+    405: "method_not_allowed",
+    408: "request_timeout",
+    413: "request_too_large",
+}
 
 
 class ServeApp:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from testtime.core.records import Message
+from testtime.serve.limits import ServeLimits
 
 SERVED_METHODS = ("single", "majority", "trt", "rsa")
 Domain = Literal["math", "code"]
@@ -58,7 +59,11 @@ class ServedRequest:
 
 
 def parse_request(
-    body: object, served_model: str, default_method: str, default_domain: Domain, max_messages: int = 1000
+    body: object,
+    served_model: str,
+    default_method: str,
+    default_domain: Domain,
+    max_messages: int = ServeLimits.max_messages,
 ) -> ServedRequest:
     """A chat-completions body → `ServedRequest`, or `BadRequest` naming the first thing wrong."""
     if not isinstance(body, dict):
