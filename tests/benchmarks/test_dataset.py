@@ -262,6 +262,7 @@ def test_a_limit_reads_only_the_rows_it_keeps_and_hashes_the_whole_file(tmp_path
     problems, _ = limited.load()
     assert [p.id for p in problems] == ["q0", "q1", "q2"]
     assert limited.describe()["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert limited.describe()["rows"] is None  # not counted: reading stopped at the limit
     with pytest.raises(UserError):
         benchmark_for(str(path)).load()
 

@@ -167,7 +167,10 @@ class Dataset(Benchmark):
         return text
 
     def describe(self) -> dict[str, Any]:
-        described = {**super().describe(), "source": self.source, "domain": self.domain, "rows": len(self.rows)}
+        # `rows`: the file's rows; null when --limit stopped reading before its end (they were not counted)
+        stopped_early = self.limit is not None and len(self.rows) >= self.limit
+        rows = None if stopped_early else len(self.rows)
+        described = {**super().describe(), "source": self.source, "domain": self.domain, "rows": rows}
         described["columns"] = {role: column for role, column in self.mapping.items() if column}
         if not self.source.startswith("hf:"):
             described["sha256"] = self._sha256()
