@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import queue
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -67,7 +69,7 @@ def test_a_failing_server_is_taken_out_and_its_calls_go_elsewhere(provider: str)
 
 def _server_process(latency: float) -> tuple[subprocess.Popen[str], str]:
     process = subprocess.Popen(
-        [sys.executable, "-m", "testtime.models.mock_server", "--latency", str(latency)],
+        [sys.executable, "-m", "testtime.models.mock_server", "--latency", str(latency), "--announce"],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -75,13 +77,19 @@ def _server_process(latency: float) -> tuple[subprocess.Popen[str], str]:
     return process, process.stdout.readline().strip()
 
 
-def _wait_for_lines(path: Path, lines: int, timeout_s: float) -> None:
+def _wait_until_answered(server: subprocess.Popen[str], requests: int, timeout_s: float = 120) -> None:
+    """Until the server process (run with --announce) has answered `requests`: which problems a server is
+    sent depends on its port's rendezvous hash, so a fixed count of the run's calls proves nothing of it."""
+    counts: queue.Queue[int] = queue.Queue()
+    threading.Thread(target=lambda: [counts.put(int(line)) for line in server.stdout or ()], daemon=True).start()
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if path.exists() and path.read_text().count("\n") >= lines:
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"{path} never reached {lines} lines")
+        try:
+            if counts.get(timeout=max(0.0, deadline - time.monotonic())) >= requests:
+                return
+        except queue.Empty:
+            break
+    raise AssertionError(f"the server did not answer {requests} requests in {timeout_s} s")
 
 
 def test_a_server_killed_mid_run_costs_the_run_nothing(provider: str, tmp_path: Path) -> None:
@@ -97,7 +105,7 @@ def test_a_server_killed_mid_run_costs_the_run_nothing(provider: str, tmp_path: 
                 stderr=subprocess.PIPE,
                 text=True,
             )
-            _wait_for_lines(out / "ledger.jsonl", 24, timeout_s=120)
+            _wait_until_answered(victim, 5)
             victim.kill()  # SIGKILL, with calls in flight on its connections
             _, stderr = run.communicate(timeout=300)
             survivors = a.completed + b.completed

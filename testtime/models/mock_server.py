@@ -217,10 +217,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="A scripted OpenAI-compatible chat server on 127.0.0.1.")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds before each answer")
     parser.add_argument("--backlog", type=int, default=256, help="the listen backlog")
+    parser.add_argument("--announce", action="store_true", help="then print the count of answered requests as it grows")
     args = parser.parse_args()
     with MockChatServer(latency_s=args.latency, backlog=args.backlog) as server:
         print(server.url, flush=True)
-        threading.Event().wait()
+        announced = 0
+        while True:
+            time.sleep(0.02)
+            if args.announce and server.completed != announced:
+                announced = server.completed
+                print(announced, flush=True)
 
 
 if __name__ == "__main__":
