@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -58,3 +60,21 @@ def test_a_stopped_zygote_costs_the_next_job_no_wait(solo: Sandbox) -> None:
     started = time.perf_counter()
     report = solo.run("print(input())", [TestCase(input="next", output="next")])
     assert report.passed and time.perf_counter() - started < 10.0
+
+
+def test_workers_replaced_inside_one_event_loop_serve_the_next(backend: Sandbox) -> None:
+    """`arun` replaces a worker from an executor thread, which ends with its `asyncio.run`; bwrap's
+    --die-with-parent follows the thread that started it, so a replacement started there was SIGKILLed once
+    the loop closed and the next job failed with "worker did not start". A job with no tests leaves its
+    program behind, so the next `_take` replaces both workers."""
+    echo = [TestCase(input="abc", output="cba")]
+
+    async def both(tests: list[TestCase]) -> list[bool]:
+        reports = await asyncio.gather(*(backend.arun("print(input()[::-1])", tests) for _ in range(2)))
+        return [r.passed for r in reports]
+
+    for _ in range(3):
+        asyncio.run(both([]))
+        assert asyncio.run(both(echo)) == [True, True]
+        time.sleep(0.2)  # the loop's executor threads are gone by now
+        assert asyncio.run(both(echo)) == [True, True]

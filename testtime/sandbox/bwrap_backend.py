@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +123,7 @@ class _BwrapWorker(Worker):
     def __init__(self, python: str, memory_mb: int, pids: int, cpus: float | None) -> None:
         super().__init__()
         self.groups = create_groups(f"{CGROUP_PREFIX}{local_tag()}-{uuid.uuid4().hex[:8]}", memory_mb, pids, cpus)
+        self.came_up = False
         # Without a cgroup the harness itself bounds the jobs' CPU (harness_throttle.py).
         throttle = ("--cpus", str(cpus)) if cpus is not None and not self.groups else ()
         # The groups are joined (as root) before privileges drop and bwrap starts: all it starts is inside them.
@@ -138,8 +140,12 @@ class _BwrapWorker(Worker):
         self.write_fd, self.read_fd = self.process.stdin.fileno(), self.process.stdout.fileno()
 
     def await_ready(self) -> list[str] | None:
+        """As a worker's; one that never came up says why bwrap failed (a worker that served before and then
+        died is replaced by the pool like any other)."""
         reasons = super().await_ready()
-        if reasons is None and self.process.poll() is not None and self.process.stderr is not None:
+        if reasons is not None:
+            self.came_up = True
+        elif not self.came_up and self.process.poll() is not None and self.process.stderr is not None:
             error = self.process.stderr.read().decode(errors="replace").strip()[-300:]
             hint = " (as uid 65534: does this host allow unprivileged user namespaces?)" if os.geteuid() == 0 else ""
             raise SandboxError(f"bubblewrap worker did not start{hint}: {error or 'it exited'}")
@@ -164,6 +170,10 @@ class BwrapSandbox(PooledSandbox):
         super().__init__(pool_size)
         self.memory_mb, self.pids, self.cpus = memory_mb, pids, cpus
         self.python = sandbox_python()
+        # bwrap --die-with-parent kills a worker when the *thread* that started it ends (PR_SET_PDEATHSIG follows
+        # the thread, not the process): a worker replaced inside `arun` (an executor thread) died with that
+        # executor, at the end of an asyncio.run. Every worker starts from this one thread, alive until close.
+        self._spawner: ThreadPoolExecutor | None = None
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -187,4 +197,12 @@ class BwrapSandbox(PooledSandbox):
         super().start()
 
     def _spawn(self) -> Worker:
-        return _BwrapWorker(self.python, self.memory_mb, self.pids, self.cpus)
+        if self._spawner is None:
+            self._spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bwrap-spawner")
+        return self._spawner.submit(_BwrapWorker, self.python, self.memory_mb, self.pids, self.cpus).result()
+
+    def close(self) -> None:
+        super().close()
+        if self._spawner is not None:
+            self._spawner.shutdown()
+            self._spawner = None
