@@ -17,13 +17,17 @@ from testtime.selectors import SELECTORS, SelectionContext, build_selector, load
 load_selectors()
 MATH = Problem(id="m", domain="math", statement="What is 2 + 2?")
 CODE = Problem(id="c", domain="code", statement="Print twice N.", public_tests=(TestCase(input="2", output="4"),))
+TEXT = Problem(id="t", domain="text", statement="Where did the cat sit?")
 DOUBLE, DOUBLE_TOO, SQUARE = "print(int(input()) * 2)", "n = int(input())\nprint(n + n)", "print(int(input()) ** 2)"
 # Per selector: the domains it serves, and there a pool with a majority, a dissent and an abstention.
 POOLS = {
     "majority": {"math": ["4", "5", "4", None, "04"], "code": [DOUBLE, SQUARE, DOUBLE, None]},
     "exclusivity": {"math": ["4", "5", "4", None, "04"]},
     "execution": {"code": [DOUBLE, SQUARE, DOUBLE_TOO, None, "def broken(:"]},
+    "medoid": {"text": ["The cat sat on the mat.", "A dog barked.", "the cat sat on a mat", None, "cat sat on mat"]},
+    "usc": {"text": ["The cat sat on the mat.", "A dog barked.", "the cat sat on a mat", None, "cat sat on mat"]},
 }
+PROBLEMS = {"math": MATH, "code": CODE, "text": TEXT}
 CASES = [(name, domain) for name in SELECTORS.names() for domain in POOLS[name]]
 
 
@@ -37,7 +41,7 @@ def context(open_sandbox_or_skip: Sandbox) -> SelectionContext:
 
 
 def select(name: str, domain: str, answers: list[str | None], ctx: SelectionContext) -> Selection:
-    return asyncio.run(build_selector(name).select(MATH if domain == "math" else CODE, candidates(answers), ctx))
+    return asyncio.run(build_selector(name).select(PROBLEMS[domain], candidates(answers), ctx))
 
 
 def test_every_selector_has_a_pool_here() -> None:

@@ -5,9 +5,12 @@ Columns are mapped by benchmark options (`--bench-opt problem=question --bench-o
 Labels are optional, per row: a row without an answer (math, multiple choice) or without hidden tests (code)
 is unlabelled — every method runs on it and nothing is graded. Domains: `math` (a boxed answer, graded by the
 one answer relation), `choice` (multiple choice: options listed with letters, a boxed letter, graded by the
-same relation; `shuffle_choices` for GPQA-style files whose first option is always right) and `code` (tests
-in LiveCodeBench's format, graded in the sandbox). `template` (a file with `{problem}` and, for choice,
-`{choices}`) and `system` set the prompt. The built-in math benchmarks are this loader with a preset mapping.
+same relation; `shuffle_choices` for GPQA-style files whose first option is always right), `code` (tests
+in LiveCodeBench's format, graded in the sandbox) and `text` (free-form: the prompt is the problem as it is,
+the whole final reply is the answer, chosen by a free-form selector and graded equal to the label after
+SQuAD's normalisation; guessed when most labels are prose: words, no digits, no LaTeX). `template` (a file
+with `{problem}` and, for choice, `{choices}`) and `system` set the prompt. The built-in math benchmarks are
+this loader with a preset mapping.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import hashlib
 import json
 import math
 import random
+import re
 import string
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -29,11 +33,14 @@ from testtime.benchmarks.code_common import code_prompt, grade_program
 from testtime.benchmarks.lcb_data import decode_tests, metadata_of
 from testtime.benchmarks.rows import Row, file_rows, hub_rows
 from testtime.core.answers import equivalent, extract_answer
+from testtime.core.answers.freeform import final_reply, texts_match
 from testtime.core.errors import UserError
 from testtime.core.options import Options
 from testtime.core.records import Message, Problem, Reference
 from testtime.sandbox import Limits
 
+_WORD = re.compile(r"[^\W\d_]{3,}")  # a word of three letters or more, in any script
+_MATHLIKE = re.compile(r"[\d\\^_{}=$]")  # a digit, LaTeX, or a math sign: a math answer's marks
 INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
 CHOICE_INSTRUCTION = (
     "Answer with the letter of the correct option. Please reason step by step, and put your final answer "
@@ -57,8 +64,10 @@ class DatasetOptions(Options):
     problem: str | None = Field(None, description="the column holding the problem (default: guessed)")
     answer: str | None = Field(None, description="the column holding the answer; rows without one are unlabelled")
     id: str | None = Field(None, description="the column holding a unique id (default: guessed, else the row number)")
-    domain: Literal["math", "code", "choice"] | None = Field(
-        None, description="math | code | choice (default: choice with a choices column, code with test columns)"
+    domain: Literal["math", "code", "choice", "text"] | None = Field(
+        None,
+        description="math | code | choice | text (default: choice with a choices column, code with test columns, "
+        "text when most answers are prose)",
     )
     choices: str | None = Field(None, description="choice: a column holding a list, or columns A,B,C,... in order")
     shuffle_choices: bool = Field(False, description="choice: shuffle each row's options (seeded by its id)")
@@ -105,14 +114,17 @@ class Dataset(Benchmark):
         self.columns = list(dict.fromkeys(k for row in self.rows for k in row))
         self.mapping = self._map()
         self.domain = self.dataset.domain or (
-            "choice" if self.mapping.get("choices") else "code" if self._has_tests() else "math"
+            "choice" if self.mapping.get("choices") else "code" if self._has_tests() else self._answer_kind()
         )
         self.needs_sandbox = self.domain == "code"
         self.limits = Limits(timeout_s=self.dataset.timeout, early_exit=True)
         self.template = self._template()
         shown = ", ".join(f"{role} ← {column}" for role, column in self.mapping.items() if column)
         labels = "" if self.mapping.get("answer") or self.domain == "code" else "; no answer column: unlabelled"
-        self.notes.append(f"{self.name}: {len(self.rows)} rows, {self.domain}; columns {shown}{labels}")
+        kind = self.domain
+        if self.domain == "text" and self.dataset.domain is None:
+            kind = "text (guessed: prose answers, graded equal after normalisation; else --bench-opt domain=math)"
+        self.notes.append(f"{self.name}: {len(self.rows)} rows, {kind}; columns {shown}{labels}")
 
     @property
     def name(self) -> str:  # type: ignore[override]
@@ -148,6 +160,15 @@ class Dataset(Benchmark):
                 f"{', '.join(self.columns)}; name it with --bench-opt problem=COLUMN"
             )
         return mapping
+
+    def _answer_kind(self) -> Literal["math", "text"]:
+        """`text` when most of the labels are prose (a word of three letters, no digit, no LaTeX or math sign),
+        else `math`; unlabelled files stay `math`."""
+        column = self.mapping.get("answer")
+        labels = [row.get(column) for row in self.rows] if column else []
+        given = [v.strip() for v in labels if isinstance(v, str) and v.strip()]
+        prose = sum(bool(_WORD.search(v)) and not _MATHLIKE.search(v) for v in given)
+        return "text" if given and prose * 2 > len(given) else "math"
 
     def _has_tests(self) -> bool:
         return bool(self.mapping.get("public_tests") or self.mapping.get("private_tests"))
@@ -235,7 +256,8 @@ class Dataset(Benchmark):
             else:
                 answer = _choice_letter(row, answer, options) if answer is not None else None
             metadata["choices"] = options
-        problem = Problem(id=pid, domain="math", statement=statement, metadata=metadata)
+        domain = "text" if self.domain == "text" else "math"  # multiple choice is a boxed answer, as math
+        problem = Problem(id=pid, domain=domain, statement=statement, metadata=metadata)
         return problem, Reference(problem_id=pid, answer=answer)
 
     def _choices(self, row: Row) -> list[str]:
@@ -287,11 +309,15 @@ class Dataset(Benchmark):
             ]
         if self.domain == "choice":
             return [*system, Message(role="user", content=f"{problem.statement}\n\n{listed}\n\n{CHOICE_INSTRUCTION}")]
+        if self.domain == "text":  # free-form: the request as it is, no answer format imposed
+            return [*system, Message(role="user", content=problem.statement)]
         return [*system, Message(role="user", content=f"{problem.statement}\n{INSTRUCTION}")]
 
     def grade(self, prediction: str | None, reference: Reference) -> Grade:
         if self.domain == "code":
             return grade_program(self, self.limits, prediction, reference)
+        if self.domain == "text":
+            return grade_text(prediction, reference)
         return grade_answer(prediction, reference)
 
 
@@ -301,6 +327,15 @@ def grade_answer(prediction: str | None, reference: Reference) -> Grade:
     if answer is None:
         return Grade(correct=False, answer=None, status="no_answer")
     correct = equivalent(answer, reference.answer)
+    return Grade(correct=correct, answer=answer, status="correct" if correct else "wrong")
+
+
+def grade_text(prediction: str | None, reference: Reference) -> Grade:
+    """Free-form: the final reply against the label, equal after SQuAD's normalisation (`texts_match`)."""
+    answer = final_reply(prediction) if prediction is not None else None
+    if answer is None:
+        return Grade(correct=False, answer=None, status="no_answer")
+    correct = reference.answer is not None and texts_match(answer, reference.answer)
     return Grade(correct=correct, answer=answer, status="correct" if correct else "wrong")
 
 

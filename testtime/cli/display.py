@@ -22,6 +22,7 @@ from rich.progress import (
 from rich.table import Table
 
 from testtime.core.results import ResultRecord
+from testtime.evaluation.caveats import ALL_CUT
 from testtime.evaluation.metrics import Interval
 from testtime.evaluation.summary import Distribution, LabelFreeSummary, PrequentialSummary, RunSummary, TTRLSummary
 from testtime.run.observer import ProgressPlan
@@ -274,7 +275,7 @@ def warnings_for(summary: RunSummary) -> list[str]:
             f"(e.g. {summary.first_error}); `testtime run --resume DIR` asks again for every one of them"
         )
     truncated = summary.truncation_rate or 0.0
-    if truncated > TRUNCATION_WARNING:
+    if truncated > TRUNCATION_WARNING and ALL_CUT not in summary.warnings:
         lines.append(
             f"WARNING: {truncated:.0%} of model calls stopped at --max-tokens before they finished: reasoning was "
             "cut and answers lost. Raise --max-tokens (reasoning models need thousands)."
@@ -285,6 +286,7 @@ def warnings_for(summary: RunSummary) -> list[str]:
             "only (no private tests in the data). Selectors may have used those same tests: these scores "
             "are optimistic and not comparable with official LiveCodeBench numbers."
         )
+    lines += [f"WARNING: {warning}" for warning in summary.warnings]
     return lines
 
 

@@ -33,7 +33,8 @@ def run_command(
     method: Annotated[str, Opt(help="single | majority | trt | rsa | ttrl (see `testtime list`)")] = "majority",
     method_opt: Annotated[list[str] | None, Opt("--method-opt", help="method option KEY=VALUE, repeatable")] = None,
     selector: Annotated[
-        str | None, Opt(help="majority | exclusivity | execution (default: by method and domain)")
+        str | None,
+        Opt(help="majority | exclusivity | execution | medoid | usc (default: by method and domain; text: medoid)"),
     ] = None,
     selector_opt: Annotated[list[str] | None, Opt("--selector-opt", help="selector option KEY=VALUE")] = None,
     out: Annotated[Path | None, Opt(help="run directory (default runs/<time>-<method>-<bench>-<model>)")] = None,

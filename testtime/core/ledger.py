@@ -23,6 +23,7 @@ CallPurpose = Literal[
     "reflect",  # TRT: reflection into knowledge and new strategies
     "tests",  # the execution selector: the model writes test inputs
     "aggregate",  # RSA: an aggregation of K candidates
+    "consistency",  # the usc selector: the model picks the most consistent of the replies
     "selection",  # sandbox seconds of execution-based selection
     "eval_before",  # TTRL: the base model's evaluation samples
     "eval_before_greedy",

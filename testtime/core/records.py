@@ -48,7 +48,7 @@ class Problem(Record):
     """What a method sees: the statement and the public examples, never the answer."""
 
     id: str
-    domain: Literal["math", "code"]
+    domain: Literal["math", "code", "text"]  # text: free-form replies, the whole reply is the answer
     statement: str
     starter_code: str = ""
     public_tests: tuple[TestCase, ...] = ()

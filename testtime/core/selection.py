@@ -1,9 +1,10 @@
 """What a selector decides and why: the `Selection` record and the typed evidence of each selector.
 
-One record for every selector (majority vote, mutual exclusivity, execution), so TRT's round selection,
-the baselines' pick and TTRL's reward read the same fields: the chosen candidate, each candidate's class
-(answer class or behaviour class; None = abstained: no answer, no code, a compile error) and score, the
-selected class, tie and margin, the sandbox seconds spent, and the selector's own evidence.
+One record for every selector (majority vote, mutual exclusivity, execution, the free-form medoid and universal
+self-consistency), so TRT's round selection, the baselines' pick and TTRL's reward read the same fields: the
+chosen candidate, each candidate's class (answer class, behaviour class, identical replies; None = abstained: no
+answer, no code, a compile error) and score, the selected class, tie and margin, the sandbox seconds spent, and
+the selector's own evidence.
 """
 
 from __future__ import annotations
@@ -80,7 +81,31 @@ class ExecutionEvidence(Record):
     reason: str | None = None
 
 
-Evidence = Annotated[VoteEvidence | ExclusivityEvidence | ExecutionEvidence, Field(discriminator="kind")]
+class SimilarityEvidence(Record):
+    """Free-form replies: how alike each is to the others (`core.answers.freeform.similarity`)."""
+
+    kind: Literal["similarity"] = "similarity"
+    measure: str = "mean F1 of normalised word unigrams and bigrams"
+    mean_similarity: tuple[float | None, ...] = ()  # per candidate, to every other (abstained: None, and 0 to them)
+    confidence: float | None = None  # the chosen reply's mean similarity to the other candidates; None: alone
+    reason: str | None = None
+
+
+class ConsistencyEvidence(Record):
+    """Universal self-consistency: which reply the model judged most consistent with the others."""
+
+    kind: Literal["consistency"] = "consistency"
+    shown: tuple[int, ...] = ()  # candidate indices, in the order shown as Response 0, 1, ...
+    reply: str = ""  # the model's judgement (its last 2,000 characters)
+    picked: int | None = None  # the response number read from the judgement; None: none readable
+    fallback: str | None = None  # why the medoid chose instead (an unreadable or failed judgement)
+    confidence: float | None = None  # the chosen reply's mean similarity to the other candidates; None: alone
+
+
+Evidence = Annotated[
+    VoteEvidence | ExclusivityEvidence | ExecutionEvidence | SimilarityEvidence | ConsistencyEvidence,
+    Field(discriminator="kind"),
+]
 
 
 class Selection(Record):

@@ -4,7 +4,8 @@ and margin, TRT's support and refutations, execution agreement on code, TTRL's m
 
 Confidence (0–1) is the share of the method's own evidence behind its answer: for a selection, the selected
 class's share (majority: samples in the winning class of all samples, abstains included; TRT: the answer's
-support among all answers concluded over the rounds; code: candidates that behave like the chosen program);
+support among all answers concluded over the rounds; code: candidates that behave like the chosen program;
+free-form text: the chosen reply's mean similarity to the other samples, by medoid or usc);
 for TTRL, the share of the trained model's evaluation samples that agree with its greedy answer. One sample
 (`single`) carries no such evidence: its confidence is null, not 1.
 """
@@ -20,7 +21,7 @@ from pydantic import BaseModel, ConfigDict
 from testtime.core.answers import equivalent
 from testtime.core.records import Candidate
 from testtime.core.results import ProblemResult, ResultRecord, TTRLStep
-from testtime.core.selection import ExclusivityEvidence
+from testtime.core.selection import ConsistencyEvidence, ExclusivityEvidence, SimilarityEvidence
 from testtime.evaluation.summary import Distribution, LabelFreeSummary
 
 
@@ -30,7 +31,7 @@ class Prediction(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     id: str
-    prediction: str | None  # the final answer (math, choice) or program (code); None: the method gave none
+    prediction: str | None  # the final answer (math, choice), program (code) or reply (text); None: none given
     confidence: float | None  # 0–1, label-free; None where the method has no evidence (one sample)
     method: str
     samples: int  # the candidates the answer was chosen among (last round's, for TRT and RSA)
@@ -49,6 +50,8 @@ def confidence(result: ProblemResult) -> float | None:
         return sum(equivalent(c.answer, result.prediction) for c in answered) / len(result.candidates)
     if result.selection is None or result.prediction is None:
         return None
+    if isinstance(result.selection.evidence, (SimilarityEvidence, ConsistencyEvidence)):
+        return result.selection.evidence.confidence
     return result.selection.majority_ratio
 
 

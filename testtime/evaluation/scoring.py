@@ -14,9 +14,11 @@ from typing import Any
 from testtime.benchmarks.base import Benchmark
 from testtime.benchmarks.code_common import graded_program
 from testtime.benchmarks.dataset import graded_answer
+from testtime.core.answers.freeform import final_reply
 from testtime.core.ledger import LedgerTotals
 from testtime.core.records import Reference
 from testtime.core.results import Grading, ProblemResult, ResultRecord, RoundAudit, RoundRecord, TTRLStep
+from testtime.evaluation.caveats import measured_nothing
 from testtime.evaluation.labelfree import label_free
 from testtime.evaluation.metrics import maj_at_k, mean_ci, powers_of_two_upto, vote_clusters
 from testtime.evaluation.summary import LedgerSummary, RoundsSummary, RunSummary
@@ -61,7 +63,7 @@ def unlabelled(domain: str, result: ProblemResult) -> Grading:
     """A problem with nothing to grade against: what was answered, and the classes the samples fall in (the
     vote needs no label), but no verdict and no audit."""
     code = domain == "code"
-    graded = graded_program(result.prediction) if code else graded_answer(result.prediction)
+    graded = _graded(domain, result.prediction)
     failed = [bool(c.error) for c in result.candidates]
     missing = "no_code" if code else "no_answer"
     if graded is not None:
@@ -70,7 +72,7 @@ def unlabelled(domain: str, result: ProblemResult) -> Grading:
         status = "error" if failed and all(failed) else missing
     answers = [c.answer for c in result.candidates]
     cluster_of = None
-    if not code and not result.rounds:
+    if domain not in ("code", "text") and not result.rounds:  # free-form replies have no answer relation
         cluster_of = tuple(vote_clusters(answers, [False] * len(answers))[0])
     return Grading(
         correct=None,
@@ -81,6 +83,15 @@ def unlabelled(domain: str, result: ProblemResult) -> Grading:
         ),
         cluster_of=cluster_of,
     )
+
+
+def _graded(domain: str, prediction: str | None) -> str | None:
+    """What an unlabelled prediction answers: a program, a free-form reply, or a math answer."""
+    if domain == "code":
+        return graded_program(prediction)
+    if domain == "text":
+        return final_reply(prediction) if prediction is not None else None
+    return graded_answer(prediction)
 
 
 def audit_rounds(benchmark: Benchmark, rounds: Sequence[RoundRecord], reference: Reference) -> RoundAudit:
@@ -111,7 +122,8 @@ def summarize(
 ) -> RunSummary:
     """The run summary: accuracy with its interval, pass@1, maj@k (over the labelled problems), failure rates,
     the label-free quantities (over every problem) and the ledger's totals. `run` adds the run's own fields
-    (method, bench, model, n, wall_s, complete, stopped...); `steps` are TTRL's logged optimiser steps."""
+    (method, bench, model, n, wall_s, complete, stopped, warnings from its settings...); `steps` are TTRL's
+    logged optimiser steps."""
     labelled = [r for r in records if r.labelled]
     samples = [c for r in records for c in r.candidates]
     # Nothing measured when every sample failed (a run with no key): an accuracy would be a fabricated 0.
@@ -160,4 +172,5 @@ def summarize(
         values["ttrl"] = summarize_ttrl(labelled, seed)
     values["graded_on_public_tests_only"] = sum(r.public_only for r in records)  # loud: optimistic scores
     values["errata_problems"] = [r.problem_id for r in records if r.erratum]
+    run["warnings"] = [*run.get("warnings", ()), *measured_nothing(records)]
     return RunSummary.model_validate({**values, **run})

@@ -189,6 +189,7 @@ class RunSummary(SummaryRecord):
     retried_problems: int = 0
     uses_labels: bool = False  # the method trained on the labels (TTRL's oracle): an upper bound, not label-free
     prequential: PrequentialSummary | None = None  # a stream: accuracy over arrival order; None: not a stream
+    warnings: list[str] = []  # what makes these numbers measure less than they seem (`evaluation/caveats.py`)
 
     @property
     def measured(self) -> bool:

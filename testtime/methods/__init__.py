@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic import Field
 
 from testtime.core.answers import extract_answer
+from testtime.core.answers.freeform import final_reply
 from testtime.core.checkpoint import RoundCheckpoints
 from testtime.core.errors import RunStopped, UserError
 from testtime.core.ledger import CallPurpose
@@ -72,13 +73,26 @@ class MethodContext:
     def selection(self, step: int | None = None, params: SamplingParams | None = None) -> SelectionContext:
         """What a selector may use here: seed, engine (to write tests), sandbox; never a reference."""
         return SelectionContext(
-            seed=self.seed, step=step, engine=self.engine, params=params or self.sampled("tests"), sandbox=self.sandbox
+            seed=self.seed,
+            step=step,
+            engine=self.engine,
+            params=params or self.sampled("tests"),
+            sandbox=self.sandbox,
+            sampling=self.sampling,
         )
 
 
+EXTRACTORS: dict[str, Callable[[str], str | None]] = {
+    "math": extract_answer,
+    "code": extract_program,
+    "text": final_reply,
+}
+
+
 def make_candidates(problem: Problem, completions: Sequence[Completion]) -> list[Candidate]:
-    """Completions as candidates: the extracted answer (math) or program (code); None when there is none."""
-    extract = extract_program if problem.domain == "code" else extract_answer
+    """Completions as candidates: the extracted answer (math), program (code) or final reply (text); None when
+    there is none."""
+    extract = EXTRACTORS[problem.domain]
     return [
         Candidate(
             index=i,
@@ -98,7 +112,9 @@ class SelectorChoice(Options):
     """The options every selecting method shares: which selector, and its options (`--selector`,
     `--selector-opt KEY=VALUE`). None: the domain's default."""
 
-    selector: str | None = flag(None, "selector by name (default: majority on math, execution on code)")
+    selector: str | None = flag(
+        None, "selector by name (default: majority on math, execution on code, medoid on free-form text)"
+    )
     selector_options: dict[str, Any] = Field(default_factory=dict, description="the selector's options")
 
     @classmethod
@@ -166,8 +182,8 @@ class Method(ABC):
         return ("solve", *self._selector_calls())
 
     def _selector_calls(self) -> tuple[CallPurpose, ...]:
-        """The execution selector asks the model for test inputs: a kind of call of the method's."""
-        return ("tests",) if self.selector is not None and self.selector.writes_tests() else ()
+        """A selector that asks the model (execution's test inputs, usc's judgement): its calls are the method's."""
+        return self.selector.call_kinds() if self.selector is not None else ()
 
     def sampling(self, domain: str, base: SamplingParams) -> dict[str, SamplingParams]:
         """What each kind of call sends, from the run's base sampling (flags, else the defaults); methods with

@@ -30,6 +30,7 @@ which path is correct; if all are wrong, try a different approach. {ending}"""
 ENDINGS = {
     "math": "End with the final answer in \\boxed{}.",
     "code": "Give the complete solution as one fenced ```python block.",
+    "text": "Give only the improved response itself, as the final reply to the request above.",
 }
 
 

@@ -20,6 +20,7 @@ from testtime.core.ledger import Ledger, read_entries
 from testtime.core.results import ResultRecord, read_steps
 from testtime.core.rollout import RetryPolicy, RolloutEngine
 from testtime.core.trace import Trace
+from testtime.evaluation.caveats import plan_warnings
 from testtime.evaluation.labelfree import prediction_of
 from testtime.evaluation.prequential import prequential
 from testtime.evaluation.scoring import score, summarize
@@ -151,6 +152,7 @@ def execute(run: OpenRun, observer: RunObserver | None = None, retry_errors: boo
         stopped=stopped,
         retried_problems=retried,
         uses_labels=method.uses_labels(),
+        warnings=plan_warnings(effective.sampling, effective.n) if effective else [],
         **extra,
     )
     if summary.ttrl is not None:  # on the compute frontier: the base model's majority at the same tokens

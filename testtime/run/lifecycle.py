@@ -18,6 +18,7 @@ from typing import IO, Any
 
 from testtime.core.errors import UserError
 from testtime.core.secrets import REDACTED, redact_url
+from testtime.evaluation.caveats import plan_warnings
 from testtime.run.build import RunParts, build_parts, check_run_flags, data_changed
 from testtime.run.directory import RunDir, default_run_path
 from testtime.run.manifest import Effective, Resumed, RunManifest, now
@@ -73,7 +74,10 @@ def create(settings: RunSettings, out: Path | None, runs_root: Path = Path("runs
         versions=versions(),
     )
     directory.write_manifest(manifest)
-    return OpenRun(directory, manifest, parts, notes=list(parts.benchmark.notes), lock=lock, settings_used=settings)
+    notes = list(parts.benchmark.notes)
+    if manifest.effective is not None:
+        notes += [f"warning: {w}" for w in plan_warnings(manifest.effective.sampling, manifest.effective.n)]
+    return OpenRun(directory, manifest, parts, notes=notes, lock=lock, settings_used=settings)
 
 
 def resume(path: Path, changes: ResumeChanges | None = None) -> OpenRun:

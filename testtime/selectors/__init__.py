@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from testtime.core.ledger import CallPurpose
 from testtime.core.options import Options
 from testtime.core.records import Candidate, Problem, SamplingParams
 from testtime.core.registry import Registry
@@ -46,12 +47,13 @@ class SelectionContext:
     history: SelectionHistory | None = None
     rng: random.Random | None = None  # a caller's own generator (TTRL's reward keeps one across steps)
     inputs: Sequence[str] | None = None  # execution: test inputs written beforehand, instead of asking now
+    sampling: Mapping[str, SamplingParams] = field(default_factory=dict)  # the method's plan, kind → params
 
 
 class Selector(ABC):
     name: ClassVar[str]
     Options: ClassVar[type[Options]] = Options
-    domains: ClassVar[frozenset[str]] = frozenset({"math", "code"})  # the problems it can choose among
+    domains: ClassVar[frozenset[str]] = frozenset({"math", "code"})  # the problems it can choose among (or text)
 
     def __init__(self, **options: Any) -> None:
         self.options = self.Options.parse(options, f"selector {self.name}")
@@ -63,14 +65,14 @@ class Selector(ABC):
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, **self.options.model_dump()}
 
-    def writes_tests(self) -> bool:
-        """Whether selecting asks the model for something (the execution selector's test inputs)."""
-        return False
+    def call_kinds(self) -> tuple[CallPurpose, ...]:
+        """The kinds of model call selecting makes (execution: its test inputs; usc: its judgement)."""
+        return ()
 
 
 SELECTORS: Registry[Selector] = Registry("selector")
-_MODULES = ("majority", "exclusivity", "execution")
-DEFAULTS = {"math": "majority", "code": "execution"}
+_MODULES = ("majority", "exclusivity", "execution", "freeform")
+DEFAULTS = {"math": "majority", "code": "execution", "text": "medoid"}
 
 
 def load_selectors() -> None:

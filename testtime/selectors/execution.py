@@ -25,7 +25,7 @@ from typing import Any
 
 from pydantic import Field
 
-from testtime.core.ledger import LedgerEntry
+from testtime.core.ledger import CallPurpose, LedgerEntry
 from testtime.core.options import Options, flag
 from testtime.core.records import Candidate, Message, Problem, TestCase
 from testtime.core.selection import (
@@ -84,8 +84,8 @@ class ExecutionSelector(Selector):
     def limits(self) -> Limits:
         return Limits(timeout_s=self.options.timeout_s, early_exit=False)
 
-    def writes_tests(self) -> bool:
-        return self.options.test_inputs > 0
+    def call_kinds(self) -> tuple[CallPurpose, ...]:
+        return ("tests",) if self.options.test_inputs > 0 else ()
 
     @property
     def rule(self) -> str:

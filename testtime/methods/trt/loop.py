@@ -6,7 +6,8 @@ Round t = 1..T:
    the incumbent's answer, which a rollout may refute in an "[Error Report]").
 2. Select without labels, the previous winner kept as a candidate (elitist); candidates in a seeded shuffle.
    Math: mutual exclusivity (a refuted incumbent answer is rejected with its reason; choose among the rest).
-   Code: the execution selector (public + model-written tests in the sandbox). `--selector` swaps either.
+   Code: the execution selector (public + model-written tests in the sandbox). Free-form text: the medoid of
+   the replies (`--selector usc` asks the model). `--selector` swaps any of them.
 3. Reflect: compare the others with the selected one → "don't" insights into the knowledge list, at most one
    deactivation, K new strategies.
 Each finished round is checkpointed; a resumed run continues after the last finished round.
@@ -110,7 +111,7 @@ class TRT(PerProblem):
     name = "trt"
     Options = TRTOptions
     options: TRTOptions
-    default_selectors: ClassVar[dict[str, str]] = {"math": "exclusivity", "code": "execution"}
+    default_selectors: ClassVar[dict[str, str]] = {"math": "exclusivity", "code": "execution", "text": "medoid"}
     # trt.md §3-4: T=0.6 for both released math models; max new tokens 0.9 × the context (118k-236k) on math and
     # 200,000 on code. 32,768 here: reasoning-sized, and accepted by most APIs (many refuse more; raise
     # --max-tokens where the model allows it).

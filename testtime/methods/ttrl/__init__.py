@@ -57,6 +57,11 @@ class TTRL(Method):
 
     def prepare(self, domain: str, bench: str = "") -> None:
         self.options = self.settings = self.settings.for_benchmark(bench, self.given)
+        if domain == "text":
+            raise UserError(
+                "ttrl rewards agreement with a voted answer, and free-form replies have none to vote on "
+                "(short answers: --bench-opt domain=math)"
+            )
         if self.streaming and domain == "code":
             raise UserError("online ttrl (--stream) runs on math for now; on code each arrival would need its tests")
         super().prepare(domain, bench)

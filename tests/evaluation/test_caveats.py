@@ -1,0 +1,54 @@
+"""A run that measured less than it seems says so at the start (greedy samples) and in its summary (greedy
+samples; every sample cut at max_tokens; no sample with an answer), each with its fix."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from testtime.models.mock_server import MockChatServer
+
+Cli = Callable[..., Any]
+
+
+def _run(cli: Cli, out: Path, upstream: str, *args: str) -> tuple[Any, dict[str, Any]]:
+    done = cli("run", "--bench", "arith", "--limit", "3", "--model", "openai:mock", "--api-base", upstream,
+               "--out", str(out), *args)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done, json.loads((out / "summary.json").read_text())
+
+
+def test_greedy_samples_are_said_at_the_start_and_kept_in_the_summary(testtime_cli: Cli, tmp_path: Path) -> None:
+    with MockChatServer() as upstream:
+        greedy, summary = _run(testtime_cli, tmp_path / "greedy", upstream.url, "--n", "4", "--temperature", "0")
+        single, alone = _run(
+            testtime_cli, tmp_path / "single", upstream.url, "--method", "single", "--temperature", "0"
+        )
+        sampled, fine = _run(testtime_cli, tmp_path / "sampled", upstream.url, "--n", "4")
+    assert "4 samples per problem at temperature 0 are 4 copies of one answer" in greedy.stderr
+    assert summary["warnings"] == [
+        "4 samples per problem at temperature 0 are 4 copies of one answer: the selection among them measures "
+        "nothing (sample with --temperature > 0, or use --method single)"
+    ]
+    assert alone["warnings"] == [] and fine["warnings"] == []  # one greedy sample, or sampled ones, are fine
+    assert "copies of one answer" not in single.stderr + sampled.stderr
+
+
+@pytest.mark.parametrize(
+    ("reply", "args", "says"),
+    [
+        (lambda messages: "I would rather not say.", (), "no sample gave an answer"),
+        (lambda messages: "Let me think about this at length " * 20, ("--max-tokens", "8"), "every sample was cut"),
+    ],
+)
+def test_a_run_that_measured_nothing_names_the_fix(
+    testtime_cli: Cli, tmp_path: Path, reply: Callable[[Any], str], args: tuple[str, ...], says: str
+) -> None:
+    with MockChatServer(reply=reply) as upstream:
+        done, summary = _run(testtime_cli, tmp_path / "run", upstream.url, "--n", "2", *args)
+    assert any(w.startswith(says) for w in summary["warnings"]), summary["warnings"]
+    assert says in done.stdout + done.stderr  # under the table too
