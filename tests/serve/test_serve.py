@@ -275,7 +275,7 @@ def test_sigterm_drains_requests_in_flight_then_stops(tmp_path: Path) -> None:
     assert answers and answers[0].model_extra["testtime"]["answer"] == "8"
     summary = RunDir.open_existing(server["out"]).read_summary()
     assert summary is not None and summary.problems == 1 and summary.ledger.calls == 2
-    assert "stopped: 1 requests (0 failed), 2 upstream calls" in server["stderr"] + server["stdout"]
+    assert "stopped: 1 requests (0 answered with an error), 2 upstream calls" in server["stderr"] + server["stdout"]
 
 
 def test_an_api_key_keeps_other_clients_out(tmp_path: Path) -> None:
@@ -309,7 +309,7 @@ def test_bad_settings_fail_before_a_run_directory_exists(tmp_path: Path) -> None
         (("--method", "ttrl"), "cannot be served"),
         (("--method", "trt", "--n", "4"), "does not use --n"),
         (("--method", "trt", "-T", "0"), "rounds"),
-        (("--domain", "bio"), "--domain must be math or code"),
+        (("--domain", "bio"), "--domain must be math, code or text"),
         (("--sandbox", "host"), "--sandbox must be one of"),
     ):
         done = serve(*args)

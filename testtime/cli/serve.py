@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Annotated
 
@@ -38,11 +39,19 @@ def serve_command(
         "majority"
     ),
     method_opt: Annotated[list[str] | None, Opt("--method-opt", help="method option KEY=VALUE, repeatable")] = None,
-    selector: Annotated[str | None, Opt(help="majority | exclusivity | execution (default: by method, domain)")] = None,
+    selector: Annotated[
+        str | None, Opt(help="majority | exclusivity | execution | medoid | usc (default: by method, domain)")
+    ] = None,
     selector_opt: Annotated[list[str] | None, Opt("--selector-opt", help="selector option KEY=VALUE")] = None,
     host: Annotated[str, Opt(help="address to listen on (0.0.0.0 exposes it to the network)")] = "127.0.0.1",
     port: Annotated[int, Opt(help="port (0: any free one, printed)")] = 8000,
-    domain: Annotated[str, Opt(help="math | code: how a request is solved unless it says (testtime.domain)")] = "math",
+    domain: Annotated[
+        str,
+        Opt(
+            help="math | code | text: how a request is solved unless it says (testtime.domain); text: any chat, "
+            "the reply chosen among whole replies (medoid; --selector usc asks the model)"
+        ),
+    ] = "math",
     format_hint: Annotated[
         bool, Opt("--format-hint/--no-format-hint", help="math: ask for a \\boxed{} answer when the client did not")
     ] = True,
@@ -87,11 +96,12 @@ def serve_command(
     """
     from testtime.cli.display import console, show_model_notices
     from testtime.cli.flags import run_options
+    from testtime.serve.protocol import DOMAINS
     from testtime.serve.server import is_loopback, serve
     from testtime.serve.session import ServedRecord
 
-    if domain not in ("math", "code"):
-        raise UserError(f"--domain must be math or code, not '{domain}'")
+    if domain not in DOMAINS:
+        raise UserError(f"--domain must be math, code or text, not '{domain}'")
     limits = ServeLimits(
         max_calls=max_request_calls,
         max_messages=max_messages,
@@ -108,8 +118,13 @@ def serve_command(
         typer.echo(f"serving {settings.model} with {method} at {url} (Ctrl-C stops)", err=True)
         typer.echo(url)  # on stdout alone: a script reads the address from here (with --port 0)
 
+    outcomes: Counter[str] = Counter()
+
     def log(record: ServedRecord) -> None:
         """One line a request on stderr (`--quiet`: none): what ran, how it went, what it cost."""
+        outcomes[record.status] += 1
+        if flags.quiet:
+            return
         cost = "-" if record.cost_usd is None else f"${record.cost_usd:.4f}"
         outcome = record.status if record.error is None else f"{record.status}: {record.error[:160]}"
         sys.stderr.write(
@@ -136,13 +151,14 @@ def serve_command(
         max_requests=max_requests,
         keepalive_s=keepalive,
         drain_s=drain_timeout,
-        log=None if flags.quiet else log,
+        log=log,
         on_ready=ready,
         limits=limits,
     )
-    failed = summary.prediction_status.get("error", 0)
+    # what the clients got: a failed request (502) or one the budget stopped (503) was answered with an error
+    failed = outcomes["failed"] + outcomes["stopped"]
     console.print(
-        f"stopped: {summary.problems} requests ({failed} failed), {summary.ledger.calls} upstream calls; "
-        f"summary: {summary_path}",
+        f"stopped: {sum(outcomes.values())} requests ({failed} answered with an error), {summary.ledger.calls} "
+        f"upstream calls; summary: {summary_path}",
         soft_wrap=True,
     )

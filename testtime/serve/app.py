@@ -1,4 +1,5 @@
-"""The HTTP side of `testtime serve`: `POST /v1/chat/completions`, `GET /v1/models`, `GET /health` (aiohttp).
+"""The HTTP side of `testtime serve`: `POST /v1/chat/completions` and `/v1/completions` (legacy: each prompt a
+one-turn chat), `GET /v1/models`, `GET /health` (aiohttp); `/v1/responses` is refused with what to use instead.
 
 Every request runs as its own task, so a slow one never blocks others; the shared engine bounds the upstream
 calls in flight, `max_requests` the requests being answered (more wait their turn). `stream: true` gets
@@ -22,7 +23,7 @@ import sys
 import threading
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
 
@@ -33,12 +34,16 @@ from testtime.serve.protocol import (
     ServedRequest,
     chunk_body,
     completion_body,
+    cut_at_stop,
     error_body,
     models_body,
+    parse_completions,
     parse_request,
+    text_completion_body,
 )
 from testtime.serve.session import Answered, ServedRecord, ServedRun
 
+T = TypeVar("T")
 KEEPALIVE_S = 5.0
 STOP_GRACE_S = 15.0
 ERROR_CODES = {
@@ -69,6 +74,8 @@ class ServeApp:
         self.stop_timer: threading.Timer | None = None  # armed by a stop signal; `disarm` once all is written
         self.app = web.Application(client_max_size=self.limits.max_body_bytes, middlewares=[self._errors])
         self.app.router.add_post("/v1/chat/completions", self.chat)
+        self.app.router.add_post("/v1/completions", self.completions)
+        self.app.router.add_post("/v1/responses", self.responses)
         self.app.router.add_get("/v1/models", self.models)
         self.app.router.add_get("/health", self.health)
 
@@ -107,39 +114,70 @@ class ServeApp:
         return web.json_response({"status": "draining" if self.draining else "ok", "in_flight": len(self.in_flight)})
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
+        raw = await self._read(request)
+        parsed = await asyncio.to_thread(self._parse, raw, parse_request)  # a large body never stalls the others
+        request_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
+        task = await self._start(parsed, request_id)
+        if parsed.stream:
+            return await self._stream(request, parsed, request_id, task)
+        answered = await asyncio.shield(task)  # a client that hangs up does not cancel calls already paid for
+        if answered.content is None:
+            return _failed(answered)
+        content, finish = _cut(answered, parsed)
+        return web.json_response(
+            completion_body(request_id, parsed.model, content, finish, answered.usage, answered.info)
+        )
+
+    async def completions(self, request: web.Request) -> web.Response:
+        """Legacy completions: each prompt answered as a one-turn chat, all of them before the reply."""
+        raw = await self._read(request)
+        prompts = await asyncio.to_thread(self._parse, raw, parse_completions)
+        request_id = f"cmpl-{uuid.uuid4().hex[:24]}"
+        tasks = [await self._start(p, f"{request_id}-{i}") for i, p in enumerate(prompts)]
+        answered = await asyncio.shield(asyncio.gather(*tasks))
+        failed = next((a for a in answered if a.content is None), None)
+        if failed is not None:
+            return _failed(failed)
+        usage = {key: sum(a.usage[key] for a in answered) for key in answered[0].usage}
+        texts = [_cut(a, p) for a, p in zip(answered, prompts, strict=True)]
+        body = text_completion_body(request_id, prompts[0].model, texts, usage, [a.info for a in answered])
+        return web.json_response(body)
+
+    async def responses(self, request: web.Request) -> web.Response:
+        raise BadRequest(
+            "testtime serve speaks chat completions, not the Responses API: point the client at "
+            "/v1/chat/completions (inspect-ai: --model openai-api/testtime/NAME, or -M responses_api=false)",
+            404,
+            "not_found",
+        )
+
+    async def _read(self, request: web.Request) -> bytes:
+        """The body of an authorised request, bounded in size and in the time it may take to arrive."""
         self._authorised(request)
         if self.draining:
             raise BadRequest("the server is shutting down", 503, "unavailable")
         if (request.content_length or 0) > self.limits.max_body_bytes:
             raise BadRequest(_too_large(self.limits), 413, "request_too_large")
         try:
-            raw = await asyncio.wait_for(request.read(), self.limits.body_timeout_s)
+            return await asyncio.wait_for(request.read(), self.limits.body_timeout_s)
         except TimeoutError:
             raise BadRequest(f"the body did not arrive within {self.limits.body_timeout_s:g} s", 408) from None
         except web.HTTPRequestEntityTooLarge:
             raise BadRequest(_too_large(self.limits), 413, "request_too_large") from None
-        parsed = await asyncio.to_thread(self._parse, raw)  # a large body never stalls the other clients
+
+    async def _start(self, parsed: ServedRequest, request_id: str) -> asyncio.Task[Answered]:
+        """Check what a request may ask, then answer it as a task of its own (in flight until it lands)."""
         if parsed.domain == "code" and not self.limits.code_requests:
             raise BadRequest("this server does not run programs: start it with --domain code or --code-requests", 403)
         method = self.served.method_for(parsed, self.limits.max_calls)
         if parsed.domain == "code":
             await self.served.open_sandbox()
-        request_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
         task = asyncio.create_task(self._answer(parsed, method, request_id))
         self.in_flight.add(task)
         task.add_done_callback(self.in_flight.discard)
-        if parsed.stream:
-            return await self._stream(request, parsed, request_id, task)
-        answered = await asyncio.shield(task)  # a client that hangs up does not cancel calls already paid for
-        if answered.content is None:
-            return _failed(answered)
-        return web.json_response(
-            completion_body(
-                request_id, parsed.model, answered.content, answered.finish_reason, answered.usage, answered.info
-            )
-        )
+        return task
 
-    def _parse(self, raw: bytes) -> ServedRequest:
+    def _parse(self, raw: bytes, parse: Callable[..., T]) -> T:
         try:
             body = json.loads(raw)
         except RecursionError:
@@ -149,7 +187,7 @@ class ServeApp:
         except ValueError as exc:  # an integer past Python's digit limit
             raise BadRequest(f"the body's JSON cannot be read ({str(exc)[:120]})") from None
         settings = self.served.settings
-        return parse_request(body, self.model, settings.method, self.served.domain, self.limits.max_messages)
+        return parse(body, self.model, settings.method, self.served.domain, self.limits.max_messages)
 
     async def _answer(self, parsed: ServedRequest, method: PerProblem, request_id: str) -> Answered:
         async with self._slots:
@@ -173,11 +211,10 @@ class ServeApp:
                 await _event(response, _failure(answered)[1])
             else:
                 model = parsed.model
+                content, finish = _cut(answered, parsed)
                 await _event(response, chunk_body(request_id, model, {"role": "assistant", "content": ""}))
-                await _event(response, chunk_body(request_id, model, {"content": answered.content}))
-                await _event(
-                    response, chunk_body(request_id, model, {}, answered.finish_reason, testtime=answered.info)
-                )
+                await _event(response, chunk_body(request_id, model, {"content": content}))
+                await _event(response, chunk_body(request_id, model, {}, finish, testtime=answered.info))
                 if parsed.include_usage:
                     await _event(response, chunk_body(request_id, model, None, usage=answered.usage))
             await response.write(b"data: [DONE]\n\n")
@@ -264,8 +301,16 @@ def _failure(answered: Answered) -> tuple[int, dict[str, Any]]:
 
 
 def _failed(answered: Answered) -> web.Response:
+    """`x-should-retry: false`: the openai SDK obeys it over its own rule (retry 408, 409, 429 and every 5xx,
+    twice): a retry would run the whole method again, at its whole cost, into the same failure."""
     status, body = _failure(answered)
-    return web.json_response(body, status=status)
+    return web.json_response(body, status=status, headers={"x-should-retry": "false"})
+
+
+def _cut(answered: Answered, parsed: ServedRequest) -> tuple[str, str]:
+    """The reply cut at the request's first stop sequence (finish reason `stop` then), as an upstream would."""
+    content, cut = cut_at_stop(answered.content or "", parsed.stop)
+    return content, "stop" if cut else answered.finish_reason
 
 
 async def _event(response: web.StreamResponse, body: dict[str, Any]) -> None:

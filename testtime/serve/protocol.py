@@ -1,4 +1,5 @@
-"""The OpenAI chat-completions wire format as `testtime serve` reads and writes it.
+"""The OpenAI chat-completions wire format as `testtime serve` reads and writes it (and legacy completions, each
+prompt a one-turn chat).
 
 A request is checked into a `ServedRequest`: the conversation (one problem), the method and its options, the
 request's own sampling. The method comes from the model name's prefix, as users of optillm expect
@@ -21,7 +22,8 @@ from testtime.core.records import Message
 from testtime.serve.limits import ServeLimits
 
 SERVED_METHODS = ("single", "majority", "trt", "rsa")
-Domain = Literal["math", "code"]
+Domain = Literal["math", "code", "text"]
+DOMAINS: tuple[Domain, ...] = ("math", "code", "text")
 # The prefix's numbers, by method: majority-N, trt-T[xK], rsa-N[xT].
 PREFIX_FIELDS: dict[str, tuple[str, ...]] = {
     "majority": ("n",),
@@ -51,6 +53,7 @@ class ServedRequest:
     stream: bool = False
     include_usage: bool = False  # stream_options.include_usage: a last chunk with the usage
     sampling: dict[str, Any] = field(default_factory=dict)  # temperature / top_p / max_tokens / seed, if given
+    stop: tuple[str, ...] = ()  # cut the selected reply at the first of these (samples are drawn whole)
 
     @property
     def statement(self) -> str:
@@ -99,8 +102,8 @@ def parse_request(
     if "n" in extra:
         n = _positive(extra["n"], "testtime.n")
     domain = extra.get("domain", default_domain)
-    if domain not in ("math", "code"):
-        raise BadRequest(f"'testtime.domain' must be math or code, not {domain!r}")
+    if domain not in DOMAINS:
+        raise BadRequest(f"'testtime.domain' must be math, code or text, not {domain!r}")
     sampling = {}
     for key, low, high in (("temperature", 0.0, 2.0), ("top_p", 1e-9, 1.0)):
         if body.get(key) is not None:
@@ -120,7 +123,54 @@ def parse_request(
         raise BadRequest("'stream' must be true or false")
     stream_options = body.get("stream_options") or {}
     include_usage = bool(isinstance(stream_options, dict) and stream_options.get("include_usage"))
-    return ServedRequest(messages, method, options, n, domain, model, stream, include_usage, sampling)
+    stop = _stop(body.get("stop"))
+    return ServedRequest(messages, method, options, n, domain, model, stream, include_usage, sampling, stop)
+
+
+def parse_completions(
+    body: object,
+    served_model: str,
+    default_method: str,
+    default_domain: Domain,
+    max_prompts: int = ServeLimits.max_messages,
+) -> list[ServedRequest]:
+    """A legacy `/v1/completions` body → one request a prompt, each prompt the user turn of a conversation of
+    its own (the upstream is a chat model; lm-eval's `local-completions` generation tasks work this way).
+    Log-likelihoods (`echo`, `logprobs`) are refused: an answer chosen among samples has none."""
+    if not isinstance(body, dict):
+        raise BadRequest("the body must be a JSON object with 'model' and 'prompt'")
+    if body.get("echo") or body.get("logprobs"):
+        raise BadRequest(
+            "testtime serve answers by selection among whole samples and has no log-likelihoods ('echo', "
+            "'logprobs'): run generation tasks only, or use lm-eval's local-chat-completions"
+        )
+    if body.get("stream"):
+        raise BadRequest("'stream' is not supported on /v1/completions; /v1/chat/completions streams")
+    prompt = body.get("prompt")
+    prompts = [prompt] if isinstance(prompt, str) else prompt
+    if not isinstance(prompts, list) or not prompts or not all(isinstance(p, str) and p for p in prompts):
+        raise BadRequest("'prompt' must be text or a list of texts (token ids are not taken: tokenized_requests=False)")
+    if len(prompts) > max_prompts:
+        raise BadRequest(f"'prompt' has {len(prompts)} entries; this server takes at most {max_prompts}", 413)
+    chat = {k: v for k, v in body.items() if k not in ("prompt", "echo", "logprobs", "suffix", "best_of")}
+    return [
+        parse_request({**chat, "messages": [{"role": "user", "content": p}]}, served_model, default_method,
+                      default_domain)
+        for p in prompts
+    ]  # fmt: skip
+
+
+def cut_at_stop(text: str, stop: tuple[str, ...]) -> tuple[str, bool]:
+    """The text up to the first stop sequence, and whether one was found."""
+    ends = [i for i in (text.find(s) for s in stop) if i >= 0]
+    return (text[: min(ends)], True) if ends else (text, False)
+
+
+def _stop(value: object) -> tuple[str, ...]:
+    stops = [value] if isinstance(value, str) else value if value is not None else []
+    if not isinstance(stops, list) or len(stops) > 4 or not all(isinstance(s, str) and s for s in stops):
+        raise BadRequest("'stop' must be a string or a list of at most 4 non-empty strings")
+    return tuple(stops)
 
 
 def _messages(raw: object) -> list[Message]:
@@ -229,6 +279,24 @@ def chunk_body(
 
 def error_body(message: str, code: str = "invalid_request_error", kind: str = "invalid_request_error") -> dict:
     return {"error": {"message": message, "type": kind, "code": code, "param": None}}
+
+
+def text_completion_body(
+    request_id: str, model: str, texts: list[tuple[str, str]], usage: dict[str, int], testtime: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """A legacy completions response: one choice a prompt, (text, finish_reason) each."""
+    return {
+        "id": request_id,
+        "object": "text_completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {"index": i, "text": text, "finish_reason": finish, "logprobs": None}
+            for i, (text, finish) in enumerate(texts)
+        ],
+        "usage": usage,
+        "testtime": testtime,
+    }
 
 
 def models_body(served_model: str) -> dict[str, Any]:

@@ -7,7 +7,6 @@ import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
 
 from testtime.core.errors import UserError
 from testtime.evaluation.scoring import summarize
@@ -16,7 +15,7 @@ from testtime.run.build import build_method, build_model, check_run_flags, check
 from testtime.run.lifecycle import create_served
 from testtime.run.settings import RunSettings
 from testtime.serve.limits import ServeLimits
-from testtime.serve.protocol import SERVED_METHODS
+from testtime.serve.protocol import SERVED_METHODS, Domain
 from testtime.serve.session import ServedRecord, ServedRun
 
 
@@ -26,7 +25,7 @@ def serve(
     *,
     host: str,
     port: int,
-    domain: Literal["math", "code"],
+    domain: Domain,
     format_hint: bool,
     api_key: str | None,
     max_requests: int,
@@ -74,11 +73,21 @@ def serve(
             n=effective.n,
             wall_s=time.perf_counter() - started,
             complete=True,
+            warnings=served_warnings(session.greedy_requests),
         )
         opened.directory.write_summary(summary)
         opened.release()
         app.disarm()
     return summary, opened.directory.summary_path
+
+
+def served_warnings(greedy_requests: int) -> list[str]:
+    if not greedy_requests:
+        return []
+    return [
+        f"{greedy_requests} requests drew several samples at temperature 0 (a client's greedy default, as lm-eval "
+        "sends): copies of one answer, the selection among them measured nothing; send temperature > 0"
+    ]
 
 
 def is_loopback(host: str) -> bool:

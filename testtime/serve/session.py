@@ -22,13 +22,15 @@ from pydantic import BaseModel, ConfigDict
 from testtime.benchmarks.code_common import SYSTEM as CODE_SYSTEM
 from testtime.benchmarks.dataset import INSTRUCTION
 from testtime.core.answers import equivalent
+from testtime.core.answers.freeform import final_reply
 from testtime.core.cache import CompletionCache
 from testtime.core.errors import RunStopped, UserError
 from testtime.core.ledger import Ledger, LedgerTotals
-from testtime.core.records import Message, Problem, SamplingParams
+from testtime.core.records import Candidate, Message, Problem, SamplingParams
 from testtime.core.results import ProblemResult, ResultRecord
 from testtime.core.rollout import RetryPolicy, RolloutEngine
 from testtime.core.trace import Trace
+from testtime.evaluation.caveats import greedy_samples
 from testtime.evaluation.labelfree import answer_logprob, confidence
 from testtime.evaluation.scoring import unlabelled
 from testtime.methods import METHODS, MethodContext, PerProblem, load_methods
@@ -36,7 +38,8 @@ from testtime.run.lifecycle import ServedDir
 from testtime.run.settings import RunSettings
 from testtime.sandbox import Sandbox
 from testtime.sandbox.choose import open_sandbox
-from testtime.serve.protocol import BadRequest, ServedRequest
+from testtime.selectors.freeform import medoid_of
+from testtime.serve.protocol import BadRequest, Domain, ServedRequest
 
 METHOD_CACHE = 64  # distinct method settings kept built (a method and its selector build in ~0.2 ms)
 
@@ -50,13 +53,15 @@ class ServedRecord(BaseModel):
     received: float  # unix time
     model: str  # the model name as the client sent it
     method: dict[str, Any]  # the method as it ran: name, options, selector
-    domain: Literal["math", "code"]
+    domain: Domain
     n: int | None
     sampling: dict[str, SamplingParams]  # kind of call → what those calls sent
     seed: int  # the client's, or drawn for this request (send it back as `seed` to redraw the same samples)
     stream: bool
     status: Literal["answered", "failed", "stopped"]
     error: str | None = None
+    chosen_by: str | None = None  # set when the reply was chosen among whole replies: no sample had a domain answer
+    warnings: list[str] = []  # what makes this answer less than it seems (greedy samples: `evaluation/caveats.py`)
     latency_s: float
     calls: int
     prompt_tokens: int
@@ -87,7 +92,7 @@ class ServedRun:
         settings: RunSettings,
         model: Any,
         *,
-        domain: Literal["math", "code"] = "math",
+        domain: Domain = "math",
         format_hint: bool = True,
     ) -> None:
         self.opened, self.settings, self.domain, self.format_hint = opened, settings, domain, format_hint
@@ -111,6 +116,7 @@ class ServedRun:
         self._sandbox_lock = asyncio.Lock()
         self._requests = (self.directory.path / "requests.jsonl").open("a", encoding="utf-8")
         self._methods: dict[str, PerProblem] = {}  # built methods by (name, domain, options), oldest first
+        self.greedy_requests = 0  # requests that drew several samples at temperature 0 (a client's default)
         load_methods()
 
     # -- a request's method ---------------------------------------------------------------------------------
@@ -147,8 +153,10 @@ class ServedRun:
 
     def prompt(self, request: ServedRequest) -> list[Message]:
         """The conversation as the client sent it; math asks for a boxed answer (the vote reads it) unless the
-        client already did, code gets LiveCodeBench's system prompt unless the client gave one."""
+        client already did, code gets LiveCodeBench's system prompt unless the client gave one, text nothing."""
         messages = list(request.messages)
+        if request.domain == "text":
+            return messages
         if request.domain == "code":
             has_system = any(m.role == "system" for m in messages)
             return messages if has_system else [Message(role="system", content=CODE_SYSTEM), *messages]
@@ -176,11 +184,14 @@ class ServedRun:
         base = self.settings.sampling(method.default_sampling).model_copy(update={**request.sampling, "seed": seed})
         sampling = method.sampling(request.domain, base)
         messages = self.prompt(request)
+        n = request.n if request.n is not None else self.settings.n
+        greedy = greedy_samples(sampling, method.effective_n(n))
+        self.greedy_requests += greedy is not None
         ctx = MethodContext(
             engine=self.engine,
             params=base,
             prompt=lambda _: messages,
-            n=request.n if request.n is not None else self.settings.n,
+            n=n,
             seed=seed,
             sandbox=await self.open_sandbox() if request.domain == "code" else None,
             sampling=sampling,
@@ -195,17 +206,17 @@ class ServedRun:
             error = f"stopped: {exc}"
         finally:
             self.ledger.unwatch(request_id)
-        content = None
+        reply = None
         if result is not None:
             record = ResultRecord.of(result, unlabelled(request.domain, result))
             self.directory.append_problem(problem)
             self.directory.append_result(record)
-            content = selected_text(result)
-            if content is None:
+            reply = reply_of(result, request.domain)
+            if reply is None:
                 failed = [c.error for c in result.candidates if c.error]
-                error = f"upstream failed: {failed[0]}" if failed else "no candidate to answer with"
+                error = f"upstream failed: {failed[0]}" if failed else "the method drew no sample"
         status: Literal["answered", "failed", "stopped"] = (
-            "answered" if content is not None else "stopped" if result is None else "failed"
+            "answered" if reply is not None else "stopped" if result is None else "failed"
         )
         served = ServedRecord(
             id=request_id,
@@ -219,12 +230,15 @@ class ServedRun:
             stream=request.stream,
             status=status,
             error=error,
+            chosen_by=reply.chosen_by if reply else None,
+            warnings=[greedy] if greedy else [],
             latency_s=time.perf_counter() - started,
             **_usage(totals),
         )
         self._requests.write(served.model_dump_json() + "\n")
         self._requests.flush()
-        return Answered(served, content, _finish_reason(result), _info(result, served))
+        content, finish = (reply.text, reply.finish_reason) if reply else (None, "stop")
+        return Answered(served, content, finish, _info(result, served))
 
     def close(self) -> None:
         self._requests.close()
@@ -235,31 +249,44 @@ class ServedRun:
             self.sandbox.close()
 
 
-def selected_text(result: ProblemResult) -> str | None:
-    """The selected completion's text: the chosen candidate, else the latest candidate with the selected answer;
-    a TRT answer kept from an earlier round (its text is in the trace) is sent as that answer, boxed."""
+@dataclass
+class Reply:
+    """The text a request is answered with, why it ended, and (when no sample had an answer of the request's
+    domain) how it was chosen among the whole replies."""
+
+    text: str
+    finish_reason: str = "stop"
+    chosen_by: str | None = None
+
+    @classmethod
+    def of(cls, candidate: Candidate, chosen_by: str | None = None) -> Reply:
+        return cls(candidate.text, "length" if candidate.finish_reason == "length" else "stop", chosen_by)
+
+
+def reply_of(result: ProblemResult, domain: str) -> Reply | None:
+    """The chosen candidate's text; else the latest candidate with the selected answer (a TRT answer kept from an
+    earlier round, its text only in the trace, is sent as that answer, boxed); else, when no sample had an answer
+    of the domain (prose to a math server, a chat to a code one), the medoid of the whole replies. None only when
+    every sample failed: an upstream failure, the one case without a reply."""
+    alive = [c for c in result.candidates if c.error is None]
     chosen = result.selection.index if result.selection is not None else None
-    by_index = {c.index: c for c in result.candidates}
-    if chosen is not None and chosen in by_index and by_index[chosen].error is None:
-        return by_index[chosen].text
-    if result.prediction is None:
+    picked = next((c for c in alive if c.index == chosen), None)
+    if picked is not None:
+        return Reply.of(picked)
+    if result.prediction is not None:
+        for candidate in reversed(alive):
+            if candidate.answer is not None and _same(candidate.answer, result.prediction):
+                return Reply.of(candidate)
+        return Reply(f"\\boxed{{{result.prediction}}}")
+    if not alive:
         return None
-    for candidate in reversed(result.candidates):
-        if candidate.error is None and candidate.answer is not None and _same(candidate.answer, result.prediction):
-            return candidate.text
-    return f"\\boxed{{{result.prediction}}}"
+    medoid = medoid_of(alive, [final_reply(c.text) or c.text for c in alive])  # an unclosed trace is its text
+    picked = next(c for c in alive if c.index == medoid.index)
+    return Reply.of(picked, f"medoid of the whole replies (no sample had a {domain} answer)")
 
 
 def _same(a: str, b: str) -> bool:
     return a == b or equivalent(a, b)
-
-
-def _finish_reason(result: ProblemResult | None) -> str:
-    if result is None:
-        return "stop"
-    chosen = result.selection.index if result.selection is not None else None
-    finish = next((c.finish_reason for c in result.candidates if c.index == chosen), "stop")
-    return "length" if finish == "length" else "stop"
 
 
 def _usage(totals: LedgerTotals) -> dict[str, Any]:
@@ -286,6 +313,10 @@ def _info(result: ProblemResult | None, served: ServedRecord) -> dict[str, Any]:
         "seed": served.seed,
         "latency_s": round(served.latency_s, 4),
     }
+    if served.chosen_by is not None:
+        info["chosen_by"] = served.chosen_by
+    if served.warnings:
+        info["warnings"] = served.warnings
     if result is not None and result.rounds:
         info["rounds"] = [{"round": r.round, "answer": r.selected_answer} for r in result.rounds]
     return info
