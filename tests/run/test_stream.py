@@ -236,3 +236,29 @@ def test_a_stream_stopped_by_its_budget_resumes_at_the_arrival_it_stopped_on(tes
     assert len(assert_prequential(out)) == 6 and json.loads((out / "summary.json").read_text())["complete"]
     paid = [e for e in read_entries(out / "ledger.jsonl") if not e.cached]
     assert len(paid) == 6 * 2  # the arrival the budget stopped on was asked once, then finished from the cache
+
+
+def test_a_resumed_learner_rebuilds_from_ungraded_results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """results.jsonl holds each answer beside its grade; what a learner's `restore` is handed is exactly a
+    `ProblemResult` (the type has no grade), so no learner can read a label, by construction."""
+    from testtime.cli import main
+    from testtime.core.results import ProblemResult
+    from testtime.methods.online import NoAdaptation
+
+    handed: list[object] = []
+
+    async def spy(self: object, answered: Any, updates: Any) -> tuple[str, list[StreamUpdate]]:
+        handed.extend(result for _, result in answered)
+        return "", []
+
+    monkeypatch.setattr(NoAdaptation, "restore", spy)
+    out = tmp_path / "run"
+    args = ["--stream", "--limit", "6", "--model", "fake:", "--n", "2", "--quiet"]
+    with pytest.raises(SystemExit) as stopped:  # by its budget, part way
+        main(["run", *args, "--max-tokens-total", "150", "--out", str(out)])
+    first = records(out)
+    assert stopped.value.code == 0 and 0 < len(first) < 6 and all(r.correct is not None for r in first)
+    with pytest.raises(SystemExit) as resumed:
+        main(["run", "--resume", str(out), "--max-tokens-total", "100000", "--quiet"])
+    assert resumed.value.code == 0 and len(handed) == len(first)
+    assert all(type(result) is ProblemResult and not hasattr(result, "correct") for result in handed)

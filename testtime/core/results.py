@@ -162,6 +162,13 @@ class ProblemResult(Record):
     ttrl: TTRLRecord | None = None
     answered_with: AnsweredWith | None = None  # a stream's problem: the state that answered it; else None
 
+    def ungraded(self) -> ProblemResult:
+        """What a method may see of an answered problem: exactly a `ProblemResult`, never a subclass that carries
+        its grade (a `ResultRecord` read back from results.jsonl)."""
+        if type(self) is ProblemResult:
+            return self
+        return ProblemResult.model_validate({name: getattr(self, name) for name in ProblemResult.model_fields})
+
 
 class RoundAudit(Record):
     accuracy: tuple[bool, ...]  # the round's selected answer was correct

@@ -39,7 +39,8 @@ class Learner(ABC):
     async def restore(
         self, answered: Sequence[tuple[Problem, ProblemResult]], updates: Sequence[StreamUpdate]
     ) -> tuple[str, list[StreamUpdate]]:
-        """Rebuild the state after `answered` (in arrival order; `updates` were recorded for them): what was
+        """Rebuild the state after `answered` (in arrival order, results without their grades: `ungraded`;
+        `updates` were recorded for them): what was
         done, for the console, and the updates that learning from them made but the record lacks (a run stopped
         between an answer and its update). A learner that makes model calls here resumes them from the cache."""
         return "", []

@@ -190,7 +190,8 @@ async def solve_stream(
             (r for r in directory.read_results() if r.answered_with is not None),
             key=lambda r: r.answered_with.arrival if r.answered_with else 0,
         )
-        answered: list[tuple[Problem, ProblemResult]] = [(problems[r.problem_id], r) for r in results]
+        # a learner rebuilds its state from what it answered, never from the grades written beside it
+        answered: list[tuple[Problem, ProblemResult]] = [(problems[r.problem_id], r.ungraded()) for r in results]
         arrived = len(problems)
         if answered:
             note, made = await learner.restore(answered, files.read_updates())
