@@ -102,7 +102,9 @@ def test_the_released_preset_matches_the_released_loop_round_by_round(
     assert shown_lists == lists and shown_references == references
     assert lists[-1].startswith("**Wrong Answer 1**: n/A")  # the drop of 3 under "N/A", as the script keeps it
     assert all(p.startswith("How many cases are there?") for p in prompts)
-    assert json.loads((out / "predictions.jsonl").read_text())["prediction"] == "9"
+    prediction = json.loads((out / "predictions.jsonl").read_text())
+    # its confidence: 9 is 3 of the 6 answers concluded over the rounds (the round at hand alone: always 1.0)
+    assert prediction["prediction"] == "9" and prediction["confidence"] == 0.5
 
 
 def test_the_paper_preset_keeps_its_answer_through_a_truncated_round(

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict
 
 from testtime.core.answers import equivalent
 from testtime.core.records import Candidate
-from testtime.core.results import ProblemResult, ResultRecord, TTRLStep
+from testtime.core.results import ProblemResult, ResultRecord, RoundRecord, TTRLStep
 from testtime.core.selection import ConsistencyEvidence, ExclusivityEvidence, SimilarityEvidence
 from testtime.evaluation.summary import Distribution, LabelFreeSummary
 
@@ -52,7 +52,17 @@ def confidence(result: ProblemResult) -> float | None:
         return None
     if isinstance(result.selection.evidence, (SimilarityEvidence, ConsistencyEvidence)):
         return result.selection.evidence.confidence
+    if result.rounds and result.selection.rule == "exclusivity(latest)":
+        return support_over_rounds(result.rounds, result.prediction)
     return result.selection.majority_ratio
+
+
+def support_over_rounds(rounds: Sequence[RoundRecord], prediction: str) -> float | None:
+    """TRT's confidence where its selection keeps no history (the released `latest` rule weighs only the round
+    at hand: one rollout a round would always give 1.0): the share of every round's concluded answers that
+    agree with the final one."""
+    answers = [c.answer for r in rounds for c in r.candidates if c.answer is not None]
+    return sum(equivalent(a, prediction) for a in answers) / len(answers) if answers else None
 
 
 def prediction_of(

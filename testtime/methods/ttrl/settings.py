@@ -1,13 +1,14 @@
 """TTRL's knobs with the paper's defaults (reference ttrl.md §8, §10) and a `cpu` preset that fits a 2-core box.
 
-`paper`: N_vote 64 / N_train 32, lr 5e-7 with cosine decay and 3% warm-up, weight decay 0.01, KL 0.001, max
-response 3072, 8 prompts per rollout step with one optimiser step per prompt (verl's `ppo_mini_batch_size=1`),
-temperature 1.0 for Math models and 0.6 otherwise; evaluation avg@16 at T=0.6 / top-p 0.95 plus greedy. `cpu`: the
-same recipe at the miniature's size (one epoch: 8 rollout steps of 4 prompts, 16 votes of which 8 are trained, 32
-new tokens, 8 evaluation samples), at T=1.0 with lr 3e-6 and no KL (see the preset's comment). An earlier cpu
-recipe (8 votes all trained, 2 prompts per step, lr 5e-6, no KL; environment.md §10) did not reproduce: pseudo-
-label accuracy stayed near 0.2 and pass@1 fell on both the H200 and the CPU, so it was replaced. Every field can be
-overridden by a flag or `--method-opt KEY=VALUE`.
+`paper`, from TTRL's released v3 scripts (where they and the v1 paper text differ, the scripts win): N_vote 64 /
+N_train 32, lr 5e-7 with cosine decay and 3% warm-up, weight decay 0.01, KL 0.001, max response 3072, 8 prompts per
+rollout step with one optimiser step per prompt (verl's `ppo_mini_batch_size=1`), temperature 1.0 for Math models
+and 0.6 otherwise; evaluation avg@16 at T=0.6 / top-p 0.95 plus greedy. `cpu`: the same recipe at the miniature's
+size (one epoch: 8 rollout steps of 4 prompts, 16 votes of which 8 are trained, 32 new tokens, 8 evaluation
+samples), at T=1.0 with lr 3e-6 and no KL (see the preset's comment). An earlier cpu recipe (8 votes all trained, 2
+prompts per step, lr 5e-6, no KL; environment.md §10) did not reproduce: pseudo-label accuracy stayed near 0.2 and
+pass@1 fell on both the H200 and the CPU, so it was replaced. Every field can be overridden by a flag or
+`--method-opt KEY=VALUE`.
 """
 
 from __future__ import annotations
@@ -66,7 +67,10 @@ class TTRLSettings(SelectorChoice):
     """The reward's selector (`--selector`, default majority on math, execution on code) and every knob."""
 
     preset: Literal["paper", "cpu"] = flag(
-        "paper", "paper (the paper's recipe) | cpu (the 2-core miniature)", "--preset"
+        "paper",
+        "paper (TTRL's released v3 scripts: N_vote 64 / N_train 32, lr 5e-7 cosine, KL 0.001; not the v1 paper "
+        "text's settings; docs/ttrl.md) | cpu (the same recipe at the 2-core miniature's size)",
+        "--preset",
     )
     steps: int | None = flag(None, "rollout steps (default: epochs over the problems)", "--steps", ge=1)
     epochs: int = Field(10, ge=1, description="epochs over the problems when --steps is not given")
