@@ -158,7 +158,28 @@ def test_novelty_keeps_agreement_first_and_ranks_novelty_within_each_side() -> N
     [rewards] = TrainedReward("novelty").rewards([vote])
     assert rewards[0] == rewards[1] == pytest.approx(0.5) and rewards[2] == pytest.approx(1.0)
     assert min(rewards[:3]) > max(rewards[3:])  # any agreeing sample outranks any other
-    assert sorted(rewards[3:]) == pytest.approx([-1.0, -0.5])  # min-max within the minority
+    assert all(-1.0 <= r <= -0.5 for r in rewards[3:])  # the minority's range
+
+
+def test_novelty_gives_a_sample_without_an_answer_a_flat_minus_one() -> None:
+    """EVOL-RL: no answer is the floor, never above a wrong answer (it earned up to −0.5 for being novel)."""
+    vote = _vote([1.0, 1.0, 0.0, 0.0, 0.0], abstained=frozenset({4})).model_copy(
+        update={"texts": ("twelve", "it is twelve", "thirteen", "it is fourteen", "a wholly new rambling text")}
+    )
+    [rewards] = TrainedReward("novelty").rewards([vote])
+    assert rewards[4] == -1.0 and min(rewards[2:4]) == pytest.approx(-1.0) and max(rewards[2:4]) == pytest.approx(-0.5)
+    assert min(rewards[:2]) >= 0.5
+
+
+def test_novelty_mixes_the_side_mean_with_the_global_max() -> None:
+    """A majority sample that copies a minority one word for word is not novel, whatever its own side says."""
+    vote = _vote([1.0, 1.0, 1.0, 0.0]).model_copy(
+        update={"texts": ("a b c", "a b d", "x y z", "x y z")}  # the third is the minority's copy
+    )
+    [rewards] = TrainedReward("novelty").rewards([vote])
+    # side means 0.25, 0.25, 0 (the copy is the most novel within its side); global maxima 0.5, 0.5, 1 (a copy):
+    # u = 1 − (0.5·mean + 0.5·max) = 0.625, 0.625, 0.5, so the copy is the majority's least novel
+    assert rewards[:3] == pytest.approx([1.0, 1.0, 0.5])
 
 
 def test_novelty_of_a_side_without_spread_is_the_midpoint() -> None:

@@ -7,10 +7,12 @@ ignored) returning one reward per kept sample. They get the vote, which is label
 options; only `oracle` gets a `LabelOracle`, which the runner opens for it alone (`run/build.py`).
 
 - `majority`: agreement with the selected class (`vote.py`).
-- `novelty`: majority plus a diversity bonus in the manner of EVOL-RL (arXiv 2509.15194): within the
-  majority and within the rest, a sample's novelty is 1 − its mean word-set Jaccard similarity to the other
-  kept samples (lexical: the paper embeds the reasoning), min-max scaled; the majority earn 0.5 + 0.5·novelty,
-  the rest −1 + 0.5·novelty, so agreement always outranks novelty and novelty ranks within each side.
+- `novelty`: EVOL-RL (arXiv 2509.15194), "majority selects, novelty varies". A sample's novelty is
+  u = 1 − (α·s̄ + (1 − α)·s_max), s̄ its mean similarity to the other samples on its side (the majority, or
+  the other answered samples), s_max its largest similarity to any other answered sample, α = 0.5; u is min-max
+  scaled within each side to ũ; the majority earn 0.5 + 0.5·ũ ∈ [0.5, 1], the other answered samples
+  −1 + 0.5·ũ ∈ [−1, −0.5], and a sample with no answer a flat −1. Deviation: similarity is the word-set Jaccard
+  of the two texts, a lexical stand-in for the paper's embedding cosine (no embedding model ships offline).
 - `self_certainty` (Intuitor, arXiv 2505.19590): the sample's mean KL(uniform ‖ p) under the policy that wrote
   it; `entropy` (RENT): its negative mean token entropy. Both from one forward pass over the rollouts
   (`models/confidence.py`); on TRL's vLLM rollouts they are refused (no per-token distribution there).
@@ -33,6 +35,7 @@ from testtime.core.registry import Registry
 from testtime.core.results import TTRLVote
 
 REWARDS: Registry[list[float]] = Registry("ttrl reward")
+NOVELTY_MIX = 0.5  # EVOL-RL's α: the same-side mean similarity's weight against the global max
 
 
 @REWARDS.register("majority", help="TTRL: agreement with the selected class (the pseudo-label)")
@@ -50,11 +53,13 @@ def format_reward(*, vote: TTRLVote, **_: object) -> list[float]:
     return [0.0 if i in vote.abstained else 1.0 for i in vote.kept]
 
 
-@REWARDS.register("novelty", help="majority plus a within-side diversity bonus (EVOL-RL's mapping, lexical novelty)")
+@REWARDS.register("novelty", help="EVOL-RL: majority selects, novelty varies (word overlap in place of embeddings)")
 def novelty_reward(*, vote: TTRLVote, **_: object) -> list[float]:
+    answered = [i not in vote.abstained for i in vote.kept]
     agree = [r > 0 for r in vote.rewards]
-    novelty = _scaled_novelty(vote.texts or tuple(a or "" for a in vote.answers), agree)
-    return [(0.5 if a else -1.0) + 0.5 * n for a, n in zip(agree, novelty, strict=True)]
+    texts = vote.texts or tuple(a or "" for a in vote.answers)
+    novelty = _scaled_novelty(texts, agree, answered)
+    return [(0.5 if a else -1.0) + 0.5 * n if ok else -1.0 for a, n, ok in zip(agree, novelty, answered, strict=True)]
 
 
 @REWARDS.register("self_certainty", help="Intuitor: mean KL(uniform ‖ p) of the sample's tokens under the policy")
@@ -82,22 +87,26 @@ def oracle_reward(*, vote: TTRLVote, oracle: LabelOracle | None = None, **_: obj
     return [1.0 if oracle.correct(vote.problem_id, answer) else 0.0 for answer in vote.answers]
 
 
-def _scaled_novelty(texts: tuple[str, ...], side: list[bool]) -> list[float]:
-    """Per sample: 1 − mean Jaccard similarity of its word set to the others of the group, min-max scaled
-    within its side (majority or not); 0.5 where a side has one member or no spread."""
+def _scaled_novelty(texts: tuple[str, ...], agree: list[bool], answered: list[bool]) -> list[float]:
+    """EVOL-RL's novelty of each answered sample, min-max scaled within its side (the majority, or the other
+    answered samples): 1 − (α·mean similarity to its own side + (1 − α)·max similarity to any other answered
+    sample), α = `NOVELTY_MIX`; 0.5 where a side has one member or no spread. No-answer samples take no part."""
     words = [set(t.lower().split()) for t in texts]
 
     def similarity(i: int, j: int) -> float:
         union = words[i] | words[j]
         return len(words[i] & words[j]) / len(union) if union else 1.0
 
-    raw = [
-        1.0 - sum(similarity(i, j) for j in range(len(words)) if j != i) / max(1, len(words) - 1)
-        for i in range(len(words))
-    ]
+    sides = {flag: [i for i in range(len(texts)) if answered[i] and agree[i] == flag] for flag in (True, False)}
+    everyone = [i for i in range(len(texts)) if answered[i]]
+    raw = [0.0] * len(texts)
+    for i in everyone:
+        same = [similarity(i, j) for j in sides[agree[i]] if j != i]
+        others = [similarity(i, j) for j in everyone if j != i]
+        mixed = NOVELTY_MIX * (sum(same) / len(same) if same else 0.0) + (1 - NOVELTY_MIX) * max(others, default=0.0)
+        raw[i] = 1.0 - mixed
     scaled = [0.5] * len(raw)
-    for flag in (True, False):
-        members = [i for i, s in enumerate(side) if s == flag]
+    for members in sides.values():
         low, high = min((raw[i] for i in members), default=0.0), max((raw[i] for i in members), default=0.0)
         if high > low:
             for i in members:
