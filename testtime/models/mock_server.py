@@ -73,8 +73,10 @@ class MockChatServer:
         backlog: int = 256,
         token_p: Callable[[str], float] = lambda word: ALTERNATIVES[0],
         takes_n: bool = True,
+        seeded: bool = False,
     ) -> None:
         self.reply = reply
+        self.seeded = seeded  # each reply starts with the request's seed, as a sampler's output depends on it
         self.takes_n = takes_n
         self.prefill_tokens = 0  # prompt tokens not already in this server's (ideal) prefix cache
         self.choices = 0  # samples served, over all requests
@@ -194,6 +196,8 @@ class MockChatServer:
 
             def _choice(self, request: dict[str, Any], index: int) -> dict[str, Any]:
                 text, finish = server.reply(request.get("messages", [])), "stop"
+                if server.seeded:
+                    text = f"[seed {request.get('seed')}:{index}] {text}"
                 words, limit = text.split(), request.get("max_tokens")
                 if isinstance(limit, int) and len(words) > limit:  # a word a token: cut as a server would
                     text, finish = " ".join(words[:limit]), "length"

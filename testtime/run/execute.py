@@ -83,6 +83,7 @@ def execute(run: OpenRun, observer: RunObserver | None = None, retry_errors: boo
         trace=Trace(directory.path),
         logprobs=settings.logprobs,
         n_per_request=settings.n_per_request,
+        seeds=settings.seeds,
     )
     effective = run.manifest.effective
     ctx = MethodContext(

@@ -4,7 +4,8 @@ nothing else in the code knows an older shape.
 
 What changed, file by file (README, "Reading run directories"):
 - config.json: `schema_version`, `kind`, `effective` (null: not recorded then) and `resumed` added;
-  `run.api_base` was a string or null before fleets.
+  `run.api_base` was a string or null before fleets. Any config.json without `run.seeds` (schema 2 included)
+  was written when every problem's sample i had one seed: it reads as `seeds: shared`, so its cache replays.
 - summary.json: `pass@1_avg` is `pass@1`; `rounds.rollout_mean` is `rounds.pass@1`; the ledger's
   `cost_known: false` is `cost_usd: null` with `known_cost_usd` beside it; an accuracy or training FLOPs that
   measured nothing is null, not 0.
@@ -39,8 +40,14 @@ def schema_of(manifest: dict[str, Any]) -> int:
 
 
 def manifest_to_current(raw: dict[str, Any]) -> dict[str, Any]:
-    if schema_of(raw) >= CURRENT:
-        return raw
+    manifest = raw if schema_of(raw) >= CURRENT else _schema1_manifest(raw)
+    run = manifest.get("run")
+    if isinstance(run, dict) and "seeds" not in run:  # before seeds were per problem: its cache keys are shared
+        manifest = {**manifest, "run": {**run, "seeds": "shared"}}
+    return manifest
+
+
+def _schema1_manifest(raw: dict[str, Any]) -> dict[str, Any]:
     run = dict(raw.get("run") or {})
     base = run.get("api_base")
     run["api_base"] = [] if base is None else [base] if isinstance(base, str) else base

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from testtime.core.errors import UserError
 from testtime.core.records import SamplingParams
+from testtime.core.rollout import SeedScheme
 
 _VERSIONED = ("testtime", "pydantic", "torch", "transformers", "litellm", "vllm", "trl", "verl", "math-verify", "sympy")
 
@@ -57,6 +58,9 @@ class RunSettings(BaseModel):
     shuffle: bool = False  # a stream in a seeded shuffle of the dataset's order (--seed)
     shards: int | None = Field(default=None, ge=1)  # run --ray: this run is N shards, merged (run/ray_shards.py)
     shard: str | None = None  # "I/N": every N-th loaded problem from the I-th (run/shard.py); None: all of them
+    # per-problem: each call's seed from (seed, problem, sample, kind); shared: from (seed, sample) alone, as
+    # runs written before it (read so, their cache keys replay) and served requests (a client's seed redraws)
+    seeds: SeedScheme = "per-problem"
 
     _urls = field_validator("api_base")(_http_urls)
 

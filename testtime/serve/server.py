@@ -38,6 +38,10 @@ def serve(
     """Open a served run, answer requests until a stop signal, then write its summary; it and its path."""
     from testtime.serve.app import ServeApp
 
+    # a served request's samples follow its seed alone: a client that pins `seed` redraws the same samples, and
+    # every request without one draws a fresh seed (requests are independent without the problem in the seed)
+    settings = settings.model_copy(update={"seeds": "shared"})
+
     if settings.method not in SERVED_METHODS:
         raise UserError(f"--method {settings.method} cannot be served; choose one of {', '.join(SERVED_METHODS)}")
     check_sandbox_choice(settings)

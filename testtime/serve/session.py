@@ -111,6 +111,7 @@ class ServedRun:
             trace=Trace(self.directory.path),
             logprobs=settings.logprobs,
             n_per_request=settings.n_per_request,
+            seeds=settings.seeds,
         )
         self.sandbox: Sandbox | None = None
         self._sandbox_lock = asyncio.Lock()

@@ -83,4 +83,5 @@ def trained_engine(ctx: MethodContext, model: LanguageModel, model_name: str) ->
         max_tokens_total=run.max_tokens_total,
         trace=run.trace,
         logprobs=run.logprobs,
+        seeds=run.seeds,
     )
