@@ -13,7 +13,10 @@ from testtime.models.hf import HFModel, embedded_model_dir
 from testtime.models.prefill import through_end
 
 
-def test_stats_from_a_forward_pass_equal_those_at_generation() -> None:
+@pytest.mark.parametrize("temperature", [1.0, 0.6])
+def test_stats_from_a_forward_pass_equal_those_at_generation(temperature: float) -> None:
+    """At the temperature the samples were drawn at (TTRL's rollouts use 0.6 for non-Math models): the
+    distribution is softmax(logits / T), and the statistics must be of that one."""
     torch = pytest.importorskip("torch")
     built = HFModel(str(embedded_model_dir("smollm2-135m")), name="hf:smollm2-135m")
     built.load()
@@ -27,7 +30,7 @@ def test_stats_from_a_forward_pass_equal_those_at_generation() -> None:
             input_ids=prompt.repeat(3, 1),
             attention_mask=torch.ones(3, prompt.shape[1], dtype=torch.long),
             do_sample=True,
-            temperature=1.0,
+            temperature=temperature,
             top_k=0,
             max_new_tokens=14,
             output_logits=True,
@@ -35,13 +38,14 @@ def test_stats_from_a_forward_pass_equal_those_at_generation() -> None:
             pad_token_id=tokenizer.pad_token_id,
         )
     rows = [through_end(r, built._end_ids) for r in out.sequences[:, prompt.shape[1] :].tolist()]
-    stats = completion_stats(model, prompt[0].tolist(), rows)
+    stats = completion_stats(model, prompt[0].tolist(), rows, temperature)
     for i, row in enumerate(rows):
-        logp = [torch.log_softmax(out.logits[t][i].float(), -1) for t in range(len(row))]
+        # `output_logits` are the raw logits: the sampled distribution is theirs divided by T
+        logp = [torch.log_softmax(out.logits[t][i].float() / temperature, -1) for t in range(len(row))]
         chosen = sum(float(lp[token]) for lp, token in zip(logp, row, strict=True)) / len(row)
         entropy = sum(float(-(lp.exp() * lp).sum()) for lp in logp) / len(row)
         certainty = sum(-math.log(lp.shape[-1]) - float(lp.mean()) for lp in logp) / len(row)
-        assert stats[i].tokens == len(row)
+        assert stats[i].tokens == len(row) and stats[i].temperature == temperature
         assert stats[i].logprob_mean == pytest.approx(chosen, abs=2e-3)
         assert stats[i].entropy_mean == pytest.approx(entropy, abs=2e-3)
         assert stats[i].self_certainty == pytest.approx(certainty, abs=2e-3)

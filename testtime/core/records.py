@@ -135,6 +135,7 @@ class TokenStats(Record):
     entropy_mean: float | None = None  # the distribution's entropy
     self_certainty: float | None = None  # KL(uniform ‖ p), as Intuitor
     top_k: int | None = None  # None: over the full distribution; k: over the k likeliest tokens, renormalised
+    temperature: float | None = None  # the distribution's temperature (the sampling one); None: a server's, or 1
 
 
 class Completion(Record):

@@ -1,6 +1,7 @@
 """A sample's token statistics under the model that wrote it, from one forward pass over prompt and completion.
 
-Per completion token, from the model's own distribution p (temperature 1, before any sampling warper):
+Per completion token, from the distribution p the sample was drawn from: the model's logits at the sampling
+temperature T (softmax(logits / T); top-p, which only truncates, is not applied), T recorded with the statistics:
 - the chosen token's log-probability,
 - the entropy H(p) = −Σ p log p (RENT / EM-style rewards train on its negative mean),
 - the self-certainty KL(U ‖ p) = −log V − mean_j log p_j (Intuitor, arXiv 2505.19590),
@@ -24,8 +25,11 @@ from testtime.core.records import TokenStats
 CHUNK_ROWS = 8
 
 
-def completion_stats(model: Any, prompt: Sequence[int], completions: Sequence[Sequence[int]]) -> list[TokenStats]:
-    """Statistics of each completion of one prompt (token ids, end token included where there is one). The
+def completion_stats(
+    model: Any, prompt: Sequence[int], completions: Sequence[Sequence[int]], temperature: float = 1.0
+) -> list[TokenStats]:
+    """Statistics of each completion of one prompt (token ids, end token included where there is one), under
+    the distribution at `temperature` (the one that drew them; greedy samples are read at 1). The
     prompt is encoded once per chunk and its KV cache shared by the chunk's rows (`prefill.py`): re-encoding a
     few-shot prompt for every sample cost 1.7–2.0× the sampling itself (perf/hf_prefill.py, second table)."""
     import torch
@@ -52,7 +56,7 @@ def completion_stats(model: Any, prompt: Sequence[int], completions: Sequence[Se
                 counts = torch.tensor([len(rows)], device=model.device)
                 options[cache_argument(model)] = shared_prefix_cache(model, whole, torch.ones_like(whole), counts)
             # the logits that predicted each completion token: the prompt's last position … the row's end - 1
-            logits = model(input_ids=ids, attention_mask=mask, **options).logits[:, :-1].float()
+            logits = model(input_ids=ids, attention_mask=mask, **options).logits[:, :-1].float() / temperature
         logp = torch.log_softmax(logits, dim=-1)
         chosen = logp.gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
         entropy = -(logp.exp() * logp).sum(-1)
@@ -65,6 +69,7 @@ def completion_stats(model: Any, prompt: Sequence[int], completions: Sequence[Se
                     logprob_mean=float(chosen[i, :n].mean()) if n else None,
                     entropy_mean=float(entropy[i, :n].mean()) if n else None,
                     self_certainty=float(certainty[i, :n].mean()) if n else None,
+                    temperature=temperature,
                 )
             )
     return stats

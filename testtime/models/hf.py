@@ -161,7 +161,8 @@ class HFModel(LanguageModel):
         latency = (time.perf_counter() - started) / len(output)
         generated = [through_end(row, self._end_ids) for row in output.tolist()]
         prompt_lengths = unique["attention_mask"].sum(dim=1).repeat_interleave(counts).tolist()
-        stats = self._token_stats(unique, counts.tolist(), generated) if params.logprobs is not None else None
+        at = params.temperature if not params.greedy else 1.0  # the distribution each sample was drawn from
+        stats = self._token_stats(unique, counts.tolist(), generated, at) if params.logprobs is not None else None
         completions = [
             self._decode(ids, int(plen), params, latency, stats[i] if stats else None)
             for i, (ids, plen) in enumerate(zip(generated, prompt_lengths, strict=True))
@@ -173,14 +174,16 @@ class HFModel(LanguageModel):
             starts[text] += row.n
         return grouped
 
-    def _token_stats(self, unique: Any, counts: list[int], generated: list[list[int]]) -> list[TokenStats]:
+    def _token_stats(
+        self, unique: Any, counts: list[int], generated: list[list[int]], temperature: float
+    ) -> list[TokenStats]:
         """Each sample's statistics under the full distribution, from one forward pass per prompt's samples
         (tokens through the end token; text cut at a stop string keeps the statistics of all it generated)."""
         stats: list[TokenStats] = []
         first = 0
         for row, count in enumerate(counts):
             prompt = unique["input_ids"][row][unique["attention_mask"][row] == 1].tolist()
-            stats += completion_stats(self._model, prompt, generated[first : first + count])
+            stats += completion_stats(self._model, prompt, generated[first : first + count], temperature)
             first += count
         return stats
 

@@ -15,7 +15,9 @@ options; only `oracle` gets a `LabelOracle`, which the runner opens for it alone
   of the two texts, a lexical stand-in for the paper's embedding cosine (no embedding model ships offline).
 - `self_certainty` (Intuitor, arXiv 2505.19590): the sample's mean KL(uniform ‖ p) under the policy that wrote
   it; `entropy` (RENT): its negative mean token entropy. Both from one forward pass over the rollouts
-  (`models/confidence.py`); on TRL's vLLM rollouts they are refused (no per-token distribution there).
+  (`models/confidence.py`), p being the distribution at the rollouts' sampling temperature (softmax(logits/T)),
+  the one each sample was drawn from (the papers read the policy at T = 1, which is the same where T = 1); on
+  TRL's vLLM rollouts they are refused (no per-token distribution there).
 - `oracle`: 1 for a sample the sealed reference grades correct, else 0 — TTRL's "RL (leakage)" upper bound
   (its Figure 7), the same RL with the true labels. A run trained on it says `uses_labels: true` everywhere.
 - `random`: Bernoulli(p) per sample, independent of the sample. p is `random_p`, else the running mean of

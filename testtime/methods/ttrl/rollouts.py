@@ -68,6 +68,8 @@ def shared_rollouts(
         model, ids.to(model.device), mask.to(model.device), counts, generation_config=trainer.generation_config
     )
     samples = [through_end(row, trainer.eos_token_ids) for row in generated.tolist()]  # as TRL cuts its own
+    config = trainer.generation_config  # confidence under the distribution sampled from (greedy: read at 1)
+    sampled_at = (config.temperature or 1.0) if config.do_sample else 1.0
     prompt_rows, completion_rows, extra_votes, stats = [], [], [], []
     for g in range(len(groups)):
         drawn = samples[g * n_vote : (g + 1) * n_vote]
@@ -77,7 +79,7 @@ def shared_rollouts(
         completion_rows += drawn[:n_train]
         extra_votes += [extras] * n_train
         if confidence:
-            stats += completion_stats(model, prompt, drawn[:n_train])
+            stats += completion_stats(model, prompt, drawn[:n_train], sampled_at)
     rolled = {"prompt_ids": prompt_rows, "completion_ids": completion_rows, "logprobs": None}
     return rolled | {"extra_votes": extra_votes} | ({"token_stats": stats} if confidence else {})
 
