@@ -81,3 +81,13 @@ def test_maj_at_k_does_not_depend_on_the_order_of_the_samples() -> None:
 def test_a_tie_earns_the_correct_share() -> None:
     assert maj_at_k([0, 1], [True, False], 2) == 0.5  # one vote each: half a correct vote
     assert maj_at_k([0, 1, 2, -1], [True, False, False], 4) == pytest.approx(1 / 3)
+
+
+def test_a_share_of_a_gain_gets_a_paired_interval_and_none_of_no_gain() -> None:
+    from testtime.evaluation.metrics import paired_ratio_ci
+
+    same = paired_ratio_ci([0.5, 0.0, 1.0], [0.5, 0.0, 1.0])
+    assert same is not None and (same.mean, same.ci_low, same.ci_high) == (1.0, 1.0, 1.0)  # resampled together
+    half = paired_ratio_ci([0.5, 0.5, 0.0, 0.5], [1.0, 1.0, 0.5, 0.5], seed=3)
+    assert half is not None and half.mean == pytest.approx(0.5) and half.ci_low < 0.5 < half.ci_high
+    assert paired_ratio_ci([0.5], [0.0]) is None and paired_ratio_ci([], []) is None  # the oracle gained nothing

@@ -89,3 +89,16 @@ def test_view_and_report_accept_a_folder_of_runs(testtime_cli: Cli, folder: Path
     reported = testtime_cli("report", str(folder), "--out", str(tmp_path / "report"), "--json")
     assert reported.returncode == 0, reported.stderr
     assert [Path(row["run"]).name for row in json.loads(reported.stdout)["runs"]] == ["maj", "one"]
+
+
+def test_the_printed_report_gives_every_baseline_its_interval(testtime_cli: Cli, tmp_path: Path) -> None:
+    """A derived figure is printed with its interval: the baseline's maj@k and the run's paired difference."""
+    for name, args in (("maj", ["--n", "8"]), ("trt", ["--method", "trt", "-T", "2", "-K", "2"])):
+        done = testtime_cli("run", "--bench", "arith", "--limit", "6", "--model", "fake:", "--quiet",
+                            "--temperature", "0.6", "--max-tokens", "64", "--out", str(tmp_path / "runs" / name),
+                            *args)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    reported = testtime_cli("report", str(tmp_path / "runs"), "--out", str(tmp_path / "report"))
+    assert reported.returncode == 0, reported.stderr
+    baselines = reported.stdout.count("] at k=")
+    assert baselines >= 2 and reported.stdout.count("run − it") >= 2, reported.stdout

@@ -120,7 +120,8 @@ def report_command(
                 d = base.difference
                 budget = "same budget" if base.exact_budget else "not the same budget"
                 versus = f"; run − it {d.mean:+.3f} [{d.ci_low:+.3f}, {d.ci_high:+.3f}]" if d else ""
-                shown.append(f"{base.accuracy:.3f} at k={base.k} ({budget}){versus}")
+                spread = f" [{base.ci_low:.3f}, {base.ci_high:.3f}]" if base.ci_low is not None else ""
+                shown.append(f"{base.accuracy:.3f}{spread} at k={base.k} ({budget}){versus}")
             elif base is not None:
                 shown.append("-")
                 unpaired.append(f"{Path(row.run).name}: {base.none}")

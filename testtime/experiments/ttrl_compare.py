@@ -2,9 +2,9 @@
 `random` and `format` controls, the `oracle` upper bound) at identical settings (same problems, seed, trainer,
 steps and tokens). Each reward is a sub-run in `<out>/<reward>/`, resumable. Per reward: its pass@1 gain (paired
 by problem, 95% bootstrap CI), TTRL (majority) minus it, it minus each control (what it earns beyond a
-signal-free reward), the fraction of the oracle's gain it recovers (TTRL's "RL (leakage)" curve, its Figure 7),
-and its health without labels (collapse alarms, the last step's token entropy) and with them (answers extinct
-at the last visit).
+signal-free reward), the fraction of the oracle's gain it recovers (TTRL's "RL (leakage)" curve, its Figure 7;
+a paired bootstrap interval too, the problems resampled together for both gains), and its health without
+labels (collapse alarms, the last step's token entropy) and with them (answers extinct at the last visit).
 
     testtime ttrl compare --out runs/ttrl-compare      # the miniature's settings (arith, embedded model)
 """
@@ -18,7 +18,7 @@ from typing import Any
 
 from testtime.core.errors import UserError
 from testtime.core.results import read_steps
-from testtime.evaluation.metrics import Interval, paired_difference_ci
+from testtime.evaluation.metrics import Interval, paired_difference_ci, paired_ratio_ci
 from testtime.evaluation.summary import RunSummary
 from testtime.methods.ttrl.rewards import REWARDS
 from testtime.run.directory import RunDir
@@ -72,6 +72,19 @@ def _minus(after: dict[str, float], other: dict[str, float], seed: int) -> Inter
     return paired_difference_ci([after[i] for i in shared], [other[i] for i in shared], seed) if shared else None
 
 
+def _share(
+    before: dict[str, float],
+    after: dict[str, float],
+    oracle_before: dict[str, float],
+    oracle_after: dict[str, float],
+    seed: int,
+) -> Interval | None:
+    """This reward's gain over the oracle's, on the problems both graded, with a paired bootstrap interval."""
+    ids = sorted(set(before) & set(after) & set(oracle_before) & set(oracle_after))
+    gains = [after[i] - before[i] for i in ids]
+    return paired_ratio_ci(gains, [oracle_after[i] - oracle_before[i] for i in ids], seed)
+
+
 def _health(folder: Path) -> dict[str, Any]:
     steps = read_steps(folder / "ttrl" / "steps.jsonl")
     summary = RunDir.open_existing(folder).read_summary()
@@ -91,7 +104,7 @@ def compare(out: Path, rewards: Sequence[str] = DEFAULT_REWARDS, seed: int = 0) 
     for reward, (before, after) in per_reward.items():
         ids = sorted(set(before) & set(after))
         gains[reward] = paired_difference_ci([after[i] for i in ids], [before[i] for i in ids], seed) if ids else None
-    oracle = gains.get("oracle")
+    oracle_before, oracle_after = per_reward.get("oracle", ({}, {}))
     rows = []
     for reward in rewards:
         before, after = per_reward[reward]
@@ -104,8 +117,9 @@ def compare(out: Path, rewards: Sequence[str] = DEFAULT_REWARDS, seed: int = 0) 
             "before": mean(before[i] for i in ids) if ids else None,
             "after": mean(after[i] for i in ids) if ids else None,
             "gain": gain,
-            # of what the true labels bought, the share this reward recovers (no share of a gain that is not one)
-            "of_oracle": gain.mean / oracle.mean if gain and oracle and oracle.mean > 0 else None,
+            # of what the true labels bought, the share this reward recovers, with its paired interval (resampled
+            # problems are the same for both gains); none of a gain that is not one
+            "of_oracle": _share(before, after, oracle_before, oracle_after, seed),
             "health": _health(out / reward),
         }
         if reward != "majority":
@@ -121,11 +135,14 @@ def report_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
     def ci(m: Interval | None) -> str:
         return "—" if m is None else f"{m.mean:+.3f} [{m.ci_low:+.3f}, {m.ci_high:+.3f}]"
 
+    def share(m: Interval | None) -> str:
+        return "—" if m is None else f"{m.mean:.2f} [{m.ci_low:.2f}, {m.ci_high:.2f}]"
+
     def value(x: float | None, width: int = 7) -> str:
         return f"{x:{width}.3f}" if x is not None else f"{'—':>{width}}"
 
     head = f"{'reward':15} {'problems':>8} {'before':>7} {'after':>7}  {'gain (paired CI)':26} "
-    head += f"{'TTRL − this':26} {'this − random':26} {'this − format':26} {'of oracle':>9}  "
+    head += f"{'TTRL − this':26} {'this − random':26} {'this − format':26} {'of oracle (paired CI)':26}  "
     head += "health (alarms, entropy, extinct)"
     lines = [head]
     for row in rows:
@@ -136,6 +153,6 @@ def report_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
         shown += value(health["extinct_at_last_visit"], 5).strip()
         lines.append(
             f"{name:15} {numbers}  {ci(row['gain']):26} {ci(row.get('ttrl_minus')):26} "
-            f"{ci(row.get('minus_random')):26} {ci(row.get('minus_format')):26} {value(row['of_oracle'], 9)}  {shown}"
+            f"{ci(row.get('minus_random')):26} {ci(row.get('minus_format')):26} {share(row['of_oracle']):26}  {shown}"
         )
     return lines
