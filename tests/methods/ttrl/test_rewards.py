@@ -232,3 +232,30 @@ def test_the_reward_step_hands_each_group_its_rows_statistics(tmp_path: Path) ->
 def test_confidence_rewards_are_refused_on_vllm_rollouts() -> None:
     with pytest.raises(UserError, match="use_vllm=false"):
         TTRLSettings.from_options({"reward": "entropy", "use_vllm": "true"})
+
+
+def test_novelty_compares_by_embeddings_when_given_an_embedder() -> None:
+    """EVOL-RL's similarity is an embedding cosine: with one, two samples in different words but one meaning
+    are alike (word overlap would call them novel)."""
+    from testtime.methods.ttrl.rewards import novelty_reward
+
+    meaning = {"twelve it is": [1.0, 0.0], "the sum is 12": [1.0, 0.0], "count the cases: 12": [0.0, 1.0]}
+    vote = _vote([1.0, 1.0, 1.0]).model_copy(update={"texts": tuple(meaning)})
+    by_words = novelty_reward(vote=vote)
+    by_meaning = novelty_reward(vote=vote, embed=lambda texts: [meaning[t] for t in texts])
+    assert by_meaning == pytest.approx([0.5, 0.5, 1.0])  # the two paraphrases are one idea; the third is new
+    assert by_words != by_meaning
+
+
+@pytest.mark.slow
+def test_the_embedded_model_embeds_for_novelty() -> None:
+    pytest.importorskip("torch")
+    from testtime.models.embedding import MeanPooledEmbedder
+
+    embed = MeanPooledEmbedder("smollm2-135m")
+    a, b, c = embed(["The answer is twelve.", "The answer is twelve.", "Photosynthesis needs light."])
+    cosine = [sum(x * y for x, y in zip(u, v, strict=True)) for u, v in ((a, b), (a, c))]
+    assert cosine[0] == pytest.approx(1.0, abs=1e-5) and cosine[1] < cosine[0]
+    assert sum(x * x for x in a) == pytest.approx(1.0, abs=1e-5)  # unit vectors: a dot product is the cosine
+    assert TrainedReward("novelty", embedder="smollm2-135m").embed is not None
+    assert TrainedReward("majority", embedder="smollm2-135m").embed is None  # only novelty reads it

@@ -97,7 +97,7 @@ class VoteReward:
         self.buffer = buffer or StepBuffer()
         self.history = history or LabelHistory()
         self.rng = random.Random(seed)
-        self.trained = TrainedReward(settings.reward, settings.random_p, seed, oracle)
+        self.trained = TrainedReward(settings.reward, settings.random_p, seed, oracle, settings.novelty_embedder)
         self.run_async = run_async
         # Set by the trainer when N_vote > N_train: k more (text, tokens) samples per prompt from the policy.
         self.extra_votes: Callable[[list[Any], int], list[list[tuple[str, int]]]] | None = None

@@ -11,8 +11,9 @@ options; only `oracle` gets a `LabelOracle`, which the runner opens for it alone
   u = 1 − (α·s̄ + (1 − α)·s_max), s̄ its mean similarity to the other samples on its side (the majority, or
   the other answered samples), s_max its largest similarity to any other answered sample, α = 0.5; u is min-max
   scaled within each side to ũ; the majority earn 0.5 + 0.5·ũ ∈ [0.5, 1], the other answered samples
-  −1 + 0.5·ũ ∈ [−1, −0.5], and a sample with no answer a flat −1. Deviation: similarity is the word-set Jaccard
-  of the two texts, a lexical stand-in for the paper's embedding cosine (no embedding model ships offline).
+  −1 + 0.5·ũ ∈ [−1, −0.5], and a sample with no answer a flat −1. Similarity is the paper's embedding cosine
+  with `novelty_embedder=MODEL` (a transformers folder or `smollm2-135m`, mean-pooled: `models/embedding.py`);
+  by default the word-set Jaccard of the two texts, a lexical stand-in that needs no second model (a deviation).
 - `self_certainty` (Intuitor, arXiv 2505.19590): the sample's mean KL(uniform ‖ p) under the policy that wrote
   it; `entropy` (RENT): its negative mean token entropy. Both from one forward pass over the rollouts
   (`models/confidence.py`), p being the distribution at the rollouts' sampling temperature (softmax(logits/T)),
@@ -29,6 +30,7 @@ options; only `oracle` gets a `LabelOracle`, which the runner opens for it alone
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from testtime.core.oracle import LabelOracle
@@ -37,6 +39,7 @@ from testtime.core.registry import Registry
 from testtime.core.results import TTRLVote
 
 REWARDS: Registry[list[float]] = Registry("ttrl reward")
+Embed = Callable[[list[str]], list[list[float]]]  # texts → unit vectors (`models/embedding.py`)
 NOVELTY_MIX = 0.5  # EVOL-RL's α: the same-side mean similarity's weight against the global max
 
 
@@ -56,11 +59,11 @@ def format_reward(*, vote: TTRLVote, **_: object) -> list[float]:
 
 
 @REWARDS.register("novelty", help="EVOL-RL: majority selects, novelty varies (word overlap in place of embeddings)")
-def novelty_reward(*, vote: TTRLVote, **_: object) -> list[float]:
+def novelty_reward(*, vote: TTRLVote, embed: Embed | None = None, **_: object) -> list[float]:
     answered = [i not in vote.abstained for i in vote.kept]
     agree = [r > 0 for r in vote.rewards]
     texts = vote.texts or tuple(a or "" for a in vote.answers)
-    novelty = _scaled_novelty(texts, agree, answered)
+    novelty = _scaled_novelty(_similarity(texts, embed), agree, answered)
     return [(0.5 if a else -1.0) + 0.5 * n if ok else -1.0 for a, n, ok in zip(agree, novelty, answered, strict=True)]
 
 
@@ -89,19 +92,29 @@ def oracle_reward(*, vote: TTRLVote, oracle: LabelOracle | None = None, **_: obj
     return [1.0 if oracle.correct(vote.problem_id, answer) else 0.0 for answer in vote.answers]
 
 
-def _scaled_novelty(texts: tuple[str, ...], agree: list[bool], answered: list[bool]) -> list[float]:
-    """EVOL-RL's novelty of each answered sample, min-max scaled within its side (the majority, or the other
-    answered samples): 1 − (α·mean similarity to its own side + (1 − α)·max similarity to any other answered
-    sample), α = `NOVELTY_MIX`; 0.5 where a side has one member or no spread. No-answer samples take no part."""
+def _similarity(texts: tuple[str, ...], embed: Embed | None) -> Callable[[int, int], float]:
+    """Pairwise similarity of the samples: the cosine of their embeddings (`novelty_embedder`), else the
+    word-set Jaccard of their texts (the offline stand-in)."""
+    if embed is not None:
+        vectors = embed(list(texts))
+        return lambda i, j: sum(a * b for a, b in zip(vectors[i], vectors[j], strict=True))
     words = [set(t.lower().split()) for t in texts]
 
-    def similarity(i: int, j: int) -> float:
+    def jaccard(i: int, j: int) -> float:
         union = words[i] | words[j]
         return len(words[i] & words[j]) / len(union) if union else 1.0
 
-    sides = {flag: [i for i in range(len(texts)) if answered[i] and agree[i] == flag] for flag in (True, False)}
-    everyone = [i for i in range(len(texts)) if answered[i]]
-    raw = [0.0] * len(texts)
+    return jaccard
+
+
+def _scaled_novelty(similarity: Callable[[int, int], float], agree: list[bool], answered: list[bool]) -> list[float]:
+    """EVOL-RL's novelty of each answered sample, min-max scaled within its side (the majority, or the other
+    answered samples): 1 − (α·mean similarity to its own side + (1 − α)·max similarity to any other answered
+    sample), α = `NOVELTY_MIX`; 0.5 where a side has one member or no spread. No-answer samples take no part."""
+    count = len(agree)
+    sides = {flag: [i for i in range(count) if answered[i] and agree[i] == flag] for flag in (True, False)}
+    everyone = [i for i in range(count) if answered[i]]
+    raw = [0.0] * count
     for i in everyone:
         same = [similarity(i, j) for j in sides[agree[i]] if j != i]
         others = [similarity(i, j) for j in everyone if j != i]
@@ -124,12 +137,18 @@ class TrainedReward:
     random_p: float | None = None
     seed: int = 0
     oracle: LabelOracle | None = None  # opened by the runner for `oracle` alone
+    embedder: str | None = None  # novelty: the model whose embeddings compare samples (None: word overlap)
     majority_sum: float = 0.0
     majority_count: int = 0
 
     def __post_init__(self) -> None:
         self.function = REWARDS.get(self.kind)
         self.rng = random.Random(f"ttrl-{self.kind}-{self.seed}")  # its own stream: the vote's draws are unchanged
+        self.embed: Embed | None = None
+        if self.embedder is not None and self.kind == "novelty":
+            from testtime.models.embedding import MeanPooledEmbedder
+
+            self.embed = MeanPooledEmbedder(self.embedder)
 
     def p(self) -> float:
         if self.random_p is not None:
@@ -142,7 +161,7 @@ class TrainedReward:
             self.majority_sum += sum(vote.rewards)
             self.majority_count += len(vote.rewards)
         p = self.p()
-        return [self.function(vote=vote, rng=self.rng, p=p, oracle=self.oracle) for vote in votes]
+        return [self.function(vote=vote, rng=self.rng, p=p, oracle=self.oracle, embed=self.embed) for vote in votes]
 
     def apply(self, votes: list[TTRLVote]) -> list[TTRLVote]:
         """The votes as trained: a control's rewards replace the vote's, which stay beside as

@@ -94,6 +94,11 @@ class TTRLSettings(SelectorChoice):
         description="trained on: majority (TTRL) | novelty (majority + diversity) | self_certainty | entropy "
         "(confidence) | random | format (controls) | oracle (the true labels: an upper bound, never label-free)",
     )
+    novelty_embedder: str | None = Field(
+        None,
+        description="novelty reward: compare samples by the cosine of this model's embeddings (a transformers "
+        "folder, or smollm2-135m; mean-pooled), as EVOL-RL; default: word-set overlap, no second model",
+    )
     random_p: float | None = Field(
         None, ge=0, le=1, description="random control's P(1); default: the majority reward's running mean"
     )

@@ -58,7 +58,7 @@ class TTRLRayPPOTrainer(RayPPOTrainer):
         generate = manager.generate_sequences
         settings = settings_from_config(self.config)
         policy, rng = settings.vote_policy(), random.Random(0)
-        trained = TrainedReward(settings.reward, settings.random_p)
+        trained = TrainedReward(settings.reward, settings.random_p, embedder=settings.novelty_embedder)
         selectors: dict[str, Selector] = {}
         sandboxes: list[Any] = []
 
