@@ -17,7 +17,7 @@ from testtime.run.directory import RunDir
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 
 
-@pytest.mark.parametrize("name", ["majority-arith-v0"])
+@pytest.mark.parametrize("name", ["majority-arith-v0", "majority-arith-schema2"])
 def test_an_older_run_replays_to_the_same_predictions(name: str, tmp_path: Path, testtime_cli) -> None:  # type: ignore[no-untyped-def]
     run = tmp_path / name
     shutil.copytree(FIXTURES / name, run)
