@@ -1,6 +1,6 @@
 """`majority`: best of N without labels — N samples, then the selector (math: the largest class of
 equivalent answers, self-consistency maj@N; code: execution on public + model-written tests in the sandbox;
-any registered selector with `--selector`)."""
+free-form text: the medoid of the replies; any registered selector with `--selector`)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ from testtime.selectors import Selector
 DEFAULT_N = 8
 
 
-@METHODS.register("majority", help=f"best of --n samples (default {DEFAULT_N}): vote (math), execution (code)")
+@METHODS.register(
+    "majority", help=f"best of --n samples (default {DEFAULT_N}): vote (math), execution (code), medoid (text)"
+)
 class Majority(PerProblem):
     name = "majority"
     Options = SelectorChoice
