@@ -33,6 +33,8 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
+
 from testtime.core.oracle import LabelOracle
 from testtime.core.records import TokenStats
 from testtime.core.registry import Registry
@@ -96,8 +98,9 @@ def _similarity(texts: tuple[str, ...], embed: Embed | None) -> Callable[[int, i
     """Pairwise similarity of the samples: the cosine of their embeddings (`novelty_embedder`), else the
     word-set Jaccard of their texts (the offline stand-in)."""
     if embed is not None:
-        vectors = embed(list(texts))
-        return lambda i, j: sum(a * b for a, b in zip(vectors[i], vectors[j], strict=True))
+        vectors = np.asarray(embed(list(texts)), dtype=float)
+        cosines = vectors @ vectors.T  # every pair once, not a Python loop over the dimensions per pair
+        return lambda i, j: float(cosines[i, j])
     words = [set(t.lower().split()) for t in texts]
 
     def jaccard(i: int, j: int) -> float:
