@@ -20,6 +20,9 @@ _MODULES = ("aime24", "aime25", "amc23", "math500", "hmmt", "arith", "lcb", "pyf
 def load_benchmarks() -> None:
     for module in _MODULES:
         importlib.import_module(f"testtime.benchmarks.{module}")
+    from testtime.plugins import load_plugins
+
+    load_plugins()  # after the built-ins: a plugin reusing a name fails alone
 
 
 def is_dataset(bench: str) -> bool:
@@ -44,7 +47,8 @@ def benchmark_for(
         return Dataset(data_dir, source=bench, limit=limit, **(options or {}))
     raise UserError(
         f"unknown benchmark '{bench}'; registered: {', '.join(BENCHMARKS.names())}; or a data file "
-        f"({', '.join(SUFFIXES)}), hf:ORG/NAME, or - (a stream on standard input)"
+        f"({', '.join(SUFFIXES)}), hf:ORG/NAME, or - (a stream on standard input); a plugin's? give --plugin "
+        "FILE.py, or install the package that declares it"
     )
 
 

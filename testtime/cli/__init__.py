@@ -37,11 +37,22 @@ def root(
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="print the version and exit")
     ] = False,
+    plugin: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--plugin",
+            help="a Python file that registers methods, rewards, selectors, benchmarks or model providers "
+            "(repeatable; also after the command). Installed packages register through the `testtime` entry "
+            "point group.",
+        ),
+    ] = None,
 ) -> None:
     """Make a language model better at a set of problems at test time, without labels."""
 
 
 def _register() -> None:
+    if app.registered_commands:
+        return  # main() called twice in one process (tests, the API)
     from testtime.cli.experiments import ablate_app, export_command, report_command, runs_command, view_command
     from testtime.cli.run import grade_command, list_command, merge_command, run_command, run_help
     from testtime.cli.sandbox import sandbox_app
@@ -63,12 +74,11 @@ def _register() -> None:
     app.command("export")(export_command)
 
 
-_register()
-
-
 def main(argv: list[str] | None = None) -> Any:
     try:
-        return app(args=argv, standalone_mode=True)
+        args = _take_plugins(list(sys.argv[1:] if argv is None else argv))
+        _register()  # after the plugins: `run --help` lists their flags
+        return app(args=args, standalone_mode=True)
     except UserError as exc:
         typer.secho(f"error: {exc}", fg="red", err=True)
         sys.exit(2)
@@ -79,6 +89,32 @@ def main(argv: list[str] | None = None) -> Any:
             f"error: cannot write: {exc}; free some space (or fix the folder) and run again", fg="red", err=True
         )
         sys.exit(2)
+
+
+def _take_plugins(args: list[str]) -> list[str]:
+    """`--plugin FILE` wherever it stands: loaded before the commands are built, so their help and names
+    include what the file registers; given to the root command only, where it is declared."""
+    from testtime.plugins import use_plugin_files
+
+    files: list[str] = []
+    rest: list[str] = []
+    tokens = iter(args)
+    for token in tokens:
+        if token == "--":
+            rest += [token, *tokens]
+            break
+        if token == "--plugin":
+            value = next(tokens, None)
+            if value is None:
+                raise UserError("--plugin needs a file")
+            files.append(value)
+        elif token.startswith("--plugin="):
+            files.append(token.partition("=")[2])
+        else:
+            rest.append(token)
+    if files:
+        use_plugin_files(files)
+    return rest
 
 
 def storage_failure(exc: BaseException) -> bool:

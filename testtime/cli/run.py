@@ -81,6 +81,7 @@ def run_command(
     import signal
     import sqlite3
 
+    from testtime.api import execute_run
     from testtime.cli import storage_failure
     from testtime.cli.display import (
         EXIT_ALL_FAILED,
@@ -94,7 +95,6 @@ def run_command(
     from testtime.cli.flags import run_options
     from testtime.core.errors import Interrupted
     from testtime.run import lifecycle
-    from testtime.run.execute import execute
     from testtime.run.settings import ResumeChanges
 
     if resume and replay:
@@ -136,12 +136,7 @@ def run_command(
         console.print(f"[yellow]{escape(note)}[/yellow]", soft_wrap=True)
     console.print(f"run directory: [bold]{run.path}[/bold]", soft_wrap=True)
     try:
-        if run.settings.shards:
-            from testtime.run.ray_shards import execute_on_ray
-
-            summary = execute_on_ray(run, ray or default_ray_address(), RunProgress(enabled=flags.progress))
-        else:
-            summary = execute(run, RunProgress(enabled=flags.progress), retry_errors=not no_retry_errors)
+        summary = execute_run(run, RunProgress(enabled=flags.progress), retry_errors=not no_retry_errors, ray=ray)
     except (Interrupted, KeyboardInterrupt) as exc:
         signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
         console.print(
@@ -180,13 +175,6 @@ def cluster_cpus(address: str) -> int:
     from testtime.run.ray_shards import connect
 
     return max(1, int(connect(address).cluster_resources().get("CPU", 1)))
-
-
-def default_ray_address() -> str:
-    """A Ray run resumed without --ray: the cluster RAY_ADDRESS names, else a Ray of this process."""
-    import os
-
-    return "auto" if os.environ.get("RAY_ADDRESS") else "local"
 
 
 def merge_command(
@@ -236,7 +224,8 @@ def grade_command(
 
 
 def list_command() -> None:
-    """List methods (with their default selector per domain), benchmarks, model providers and aliases."""
+    """List methods (with their default selector per domain), selectors, benchmarks, model providers, the
+    plugins that added to them, and model aliases."""
     from rich.table import Table
 
     from testtime.benchmarks import BENCHMARKS, load_benchmarks
@@ -244,6 +233,7 @@ def list_command() -> None:
     from testtime.methods import METHODS, SelectorChoice, load_methods
     from testtime.models import DEFAULT_MODEL, MODELS, load_backends
     from testtime.models.hf import EMBEDDED
+    from testtime.plugins import loaded_plugins
     from testtime.selectors import SELECTORS, load_selectors
 
     load_benchmarks(), load_methods(), load_backends(), load_selectors()
@@ -256,6 +246,8 @@ def list_command() -> None:
     for kind, registry in (("selector", SELECTORS), ("benchmark", BENCHMARKS), ("model provider", MODELS)):
         for name, text in registry.describe().items():
             table.add_row(kind, name, "", escape(text))
+    for origin in loaded_plugins():
+        table.add_row("plugin", escape(origin), "", "loaded (--plugin, TESTTIME_PLUGINS or a `testtime` entry point)")
     for alias, (_, gguf, requirement) in EMBEDDED.items():
         embedded = "embedded default, " if f"hf:{alias}" == DEFAULT_MODEL else ""
         table.add_row("model alias", f"hf:{alias}", "", f"{embedded}{gguf} from {requirement}")

@@ -34,7 +34,10 @@ class Registry(Generic[T]):
 
     def get(self, name: str) -> Callable[..., T]:
         if name not in self._factories:
-            raise UserError(f"unknown {self.kind} '{name}'; available: {', '.join(self.names())}")
+            raise UserError(
+                f"unknown {self.kind} '{name}'; available: {', '.join(self.names())} (a plugin's? give --plugin "
+                "FILE.py, or install the package that declares it)"
+            )
         return self._factories[name]
 
     def names(self) -> list[str]:

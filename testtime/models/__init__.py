@@ -22,6 +22,9 @@ DEFAULT_MODEL = "hf:smollm2-135m"
 def load_backends() -> None:
     for module in _BACKEND_MODULES:
         importlib.import_module(f"testtime.models.{module}")
+    from testtime.plugins import load_plugins
+
+    load_plugins()  # after the built-ins: a plugin reusing a name fails alone
 
 
 def resolve_model(spec: str, **options: Any) -> LanguageModel:

@@ -78,6 +78,9 @@ DEFAULTS = {"math": "majority", "code": "execution", "text": "medoid"}
 def load_selectors() -> None:
     for module in _MODULES:
         importlib.import_module(f"testtime.selectors.{module}")
+    from testtime.plugins import load_plugins
+
+    load_plugins()  # after the built-ins: a plugin reusing a name fails alone
 
 
 def build_selector(name: str, options: Mapping[str, Any] | None = None) -> Selector:

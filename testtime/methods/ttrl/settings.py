@@ -89,10 +89,11 @@ class TTRLSettings(SelectorChoice):
         None, gt=0, description="rollout temperature; None: 1.0 for *Math* models, else 0.6"
     )
     top_p: float = Field(1.0, gt=0, le=1, description="rollout top-p")
-    reward: Literal["majority", "novelty", "self_certainty", "entropy", "random", "format", "oracle"] = Field(
+    reward: str = Field(
         "majority",
         description="trained on: majority (TTRL) | novelty (majority + diversity) | self_certainty | entropy "
-        "(confidence) | random | format (controls) | oracle (the true labels: an upper bound, never label-free)",
+        "(confidence) | random | format (controls) | oracle (the true labels: an upper bound, never label-free) "
+        "| a plugin's reward",
     )
     novelty_embedder: str | None = Field(
         None,
@@ -122,6 +123,17 @@ class TTRLSettings(SelectorChoice):
     lora_rank: int = Field(16, ge=1, description="LoRA rank")
     use_vllm: bool = Field(False, description="TRL's vLLM rollouts (colocated; needs vllm)")
     report_to: str = Field("", description="trackers for TRL's metrics, comma-separated: wandb, tensorboard")
+
+    @field_validator("reward")
+    @classmethod
+    def _registered_reward(cls, value: str) -> str:
+        from testtime.methods.ttrl.rewards import REWARDS
+        from testtime.plugins import load_plugins
+
+        load_plugins()
+        if value not in REWARDS.names():
+            raise ValueError(f"unknown reward '{value}'; available: {', '.join(REWARDS.names())}")
+        return value
 
     @field_validator("report_to")
     @classmethod

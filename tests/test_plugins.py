@@ -1,0 +1,232 @@
+"""Plugins without forking: a file (`--plugin`, `TESTTIME_PLUGINS`) or an installed package's `testtime` entry
+points add a method, a selector, a benchmark, a reward and a model provider, found by name by `run`, `list`,
+`--help` and the API. A plugin that fails is one line; unrelated commands go on. Each case is a fresh process:
+registries are per process, as they are for a user."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+PLUGIN = textwrap.dedent(
+    '''
+    """Every extension point at once: a method, a selector, a benchmark, a reward and a model provider."""
+    from testtime.api import (
+        BENCHMARKS, METHODS, MODELS, REWARDS, SELECTORS, Benchmark, Grade, Message, Options, PerProblem, Problem,
+        ProblemResult, Reference, SealedReferences, Selection, Selector, flag, make_candidates,
+    )
+    from testtime.models.fake import FakeModel
+
+
+    class ShoutOptions(Options):
+        loud: bool = flag(False, "append an exclamation mark", "--loud")
+
+
+    @METHODS.register("shout", help="one sample, shouted")
+    class Shout(PerProblem):
+        name = "shout"
+        Options = ShoutOptions
+
+        async def solve(self, problem, ctx):
+            completions = await ctx.engine.sample(ctx.prompt(problem), 1, ctx.sampled("solve"), problem_id=problem.id)
+            candidates = make_candidates(problem, completions)
+            return ProblemResult(problem_id=problem.id, prediction=candidates[0].answer, candidates=candidates)
+
+
+    @SELECTORS.register("last", help="the last candidate with an answer")
+    class Last(Selector):
+        name = "last"
+
+        async def select(self, problem, candidates, ctx):
+            chosen = [c for c in candidates if c.answer is not None][-1:]
+            return Selection(
+                selector=self.name, rule="last", index=chosen[0].index if chosen else None,
+                answer=chosen[0].answer if chosen else None,
+            )
+
+
+    @BENCHMARKS.register("sevens", help="three problems whose answer is 7")
+    class Sevens(Benchmark):
+        name = "sevens"
+        domain = "math"
+
+        def load(self):
+            problems = [Problem(id=f"s{i}", domain="math", statement=f"What is {i} + {7 - i}?") for i in range(3)]
+            return problems, SealedReferences([Reference(problem_id=p.id, answer="7") for p in problems])
+
+        def prompt(self, problem):
+            return [Message(role="user", content=problem.statement)]
+
+        def grade(self, prediction, reference):
+            return Grade(correct=prediction == reference.answer, answer=prediction, status="graded")
+
+
+    @REWARDS.register("always_one", help="a reward of 1 for every sample")
+    def always_one(*, vote, **_):
+        return [1.0 for _ in vote.kept]
+
+
+    @MODELS.register("seven", help="always answers 7")
+    def seven(rest, **_):
+        return FakeModel(lambda messages, params: "\\\\boxed{7}", name="seven:")
+    '''
+)
+
+
+def _plugin(tmp_path: Path, text: str = PLUGIN, name: str = "extras.py") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_a_plugin_file_adds_every_kind_of_extension_to_list(tmp_path: Path, testtime_cli) -> None:
+    result = testtime_cli("--plugin", str(_plugin(tmp_path)), "list")
+    assert result.returncode == 0, result.stderr
+    listed = result.stdout
+    for kind, name in [("method", "shout"), ("selector", "last"), ("benchmark", "sevens"), ("model provider", "seven")]:
+        assert any(kind in line and f" {name} " in line for line in listed.splitlines()), (kind, name)
+    assert "plugin" in listed and "extras.py" in listed
+    assert "warning" not in result.stderr
+
+
+def test_a_plugin_method_runs_on_a_plugin_benchmark_with_a_plugin_model(tmp_path: Path, testtime_cli) -> None:
+    out = tmp_path / "run"
+    # --plugin after the command, as lighteval's --custom-tasks; the method's own flag (--loud) is accepted
+    result = testtime_cli(
+        "run", "--method", "shout", "--bench", "sevens", "--model", "seven:", "--loud", "--out", str(out), "--quiet",
+        "--plugin", str(_plugin(tmp_path)),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["method"] == "shout" and summary["accuracy"]["mean"] == 1.0
+    manifest = json.loads((out / "config.json").read_text())
+    assert manifest["method"]["loud"] is True
+
+
+def test_run_help_lists_a_plugin_methods_flags(tmp_path: Path, testtime_cli) -> None:
+    result = testtime_cli("run", "--help", "--plugin", str(_plugin(tmp_path)))
+    assert result.returncode == 0, result.stderr
+    assert "--method shout: --loud" in " ".join(result.stdout.split())
+
+
+def test_a_plugin_selector_and_reward_are_chosen_by_name(tmp_path: Path, testtime_cli) -> None:
+    out = tmp_path / "run"
+    result = testtime_cli(
+        "run", "--method", "majority", "--selector", "last", "--bench", "sevens", "--model", "seven:", "--n", "2",
+        "--out", str(out), "--quiet", "--plugin", str(_plugin(tmp_path)),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    first = json.loads((out / "results.jsonl").read_text().splitlines()[0])
+    assert first["selection"]["selector"] == "last" and first["selection"]["rule"] == "last"
+    settings = (
+        "from testtime.methods.ttrl.settings import TTRLSettings as S; print(S.from_options({'reward': %s}).reward)"
+    )
+    accepted = _env_python(tmp_path, settings % "'always_one'")
+    assert accepted.stdout.strip() == "always_one", accepted.stderr
+    refused = _env_python(tmp_path, settings % "'always_two'")
+    assert "unknown reward 'always_two'; available: always_one, entropy" in refused.stderr
+
+
+def _env_python(tmp_path: Path, code: str):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TESTTIME_PLUGINS": str(_plugin(tmp_path))}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_testtime_plugins_in_the_environment_reaches_the_python_api(tmp_path: Path) -> None:
+    out = str(tmp_path / "api-run")
+    code = (
+        f"import testtime; r = testtime.run_method('shout', bench='sevens', model='seven:', out={out!r}); "
+        "print(r.summary.accuracy.mean, r.predictions()[0].prediction)"
+    )
+    result = _env_python(tmp_path, code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["1.0", "7"]
+
+
+def test_a_broken_plugin_is_one_line_and_other_commands_go_on(tmp_path: Path, testtime_cli) -> None:
+    broken = _plugin(tmp_path, "import not_a_module_anywhere\n", "broken.py")
+    raising = _plugin(tmp_path, "raise SystemExit('plugins must not exit the host')\n", "exits.py")
+    result = testtime_cli("--plugin", str(broken), "--plugin", str(raising), "list")
+    assert result.returncode == 0, result.stderr
+    assert "majority" in result.stdout  # the built-ins are all there
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 2, result.stderr
+    assert "broken.py failed to load: ModuleNotFoundError" in lines[0]
+    assert "exits.py failed to load: SystemExit" in lines[1]
+    assert "Traceback" not in result.stderr
+
+
+def test_a_plugin_reusing_a_builtin_name_fails_alone(tmp_path: Path, testtime_cli) -> None:
+    clash = textwrap.dedent(
+        """
+        from testtime.api import METHODS, PerProblem
+
+        @METHODS.register("majority")
+        class Impostor(PerProblem):
+            name = "majority"
+            async def solve(self, problem, ctx):
+                raise AssertionError("never the built-in's place")
+        """
+    )
+    out = tmp_path / "run"
+    result = testtime_cli(
+        "--plugin", str(_plugin(tmp_path, clash, "clash.py")), "run", "--bench", "arith", "--limit", "2",
+        "--model", "fake:echo", "--out", str(out), "--quiet",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "clash.py failed to load: ValueError: method 'majority' registered twice" in result.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["method"] == "majority" and summary["problems"] == 2 and summary["error_rate"] == 0
+
+
+def test_a_missing_plugin_file_is_a_user_error(tmp_path: Path, testtime_cli) -> None:
+    result = testtime_cli("--plugin", str(tmp_path / "nowhere.py"), "list")
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"error: --plugin {tmp_path / 'nowhere.py'}: not a readable .py file"
+
+
+def test_resuming_a_plugin_run_without_its_plugin_says_how(tmp_path: Path, testtime_cli) -> None:
+    out = tmp_path / "run"
+    plugin = str(_plugin(tmp_path))
+    first = testtime_cli(
+        "run", "--method", "shout", "--bench", "sevens", "--model", "seven:", "--out", str(out), "--quiet",
+        "--plugin", plugin, "--max-tokens-total", "1",
+    )  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    again = testtime_cli("run", "--resume", str(out), "--quiet")
+    assert again.returncode == 2 and "Traceback" not in again.stderr
+    assert "unknown benchmark 'sevens'" in again.stderr and "--plugin FILE.py" in again.stderr
+    resumed = testtime_cli("run", "--resume", str(out), "--quiet", "--plugin", plugin, "--max-tokens-total", "100000")
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads((out / "summary.json").read_text())["problems"] == 3
+
+
+def test_an_installed_packages_entry_points_register_by_name(tmp_path: Path, testtime_cli) -> None:
+    site = tmp_path / "site"
+    (site / "ttplug").mkdir(parents=True)
+    (site / "ttplug" / "__init__.py").write_text(PLUGIN)
+    (site / "ttplug" / "late.py").write_text(
+        "from testtime.api import METHODS\nfrom testtime.methods.single import Single\n\n"
+        "def register():\n    METHODS.register('late-single')(type('LateSingle', (Single,), {'name': 'late-single'}))\n"
+    )
+    info = site / "ttplug-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ttplug\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[testtime]\nextras = ttplug\nlate = ttplug.late:register\n")
+    env = {"PYTHONPATH": str(site)}
+    listed = testtime_cli("list", env=env)
+    assert listed.returncode == 0, listed.stderr
+    assert " shout " in listed.stdout and " late-single " in listed.stdout
+    assert "extras (ttplug, from ttplug)" in " ".join(listed.stdout.split())
+    out = tmp_path / "run"
+    ran = testtime_cli(
+        "run", "--method", "late-single", "--bench", "sevens", "--model", "seven:", "--out", str(out), "--quiet",
+        env=env,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads((out / "summary.json").read_text())["method"] == "late-single"

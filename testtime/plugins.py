@@ -1,0 +1,120 @@
+"""Plugins: methods, rewards, selectors, benchmarks and model providers from outside the package, without
+forking it. They register into the same registries as the built-ins, so the CLI (`run`, `list`, `--help`),
+`serve` and the Python API find them by name.
+
+Two ways in (inspect_ai's and lighteval's habits):
+- an installed package that declares entry points in the `testtime` group; each names a module (imported,
+  so its `@METHODS.register(...)`-style decorators run) or a callable (called with no arguments);
+- a file: `testtime --plugin FILE.py` (repeatable, before or after the command), or `TESTTIME_PLUGINS`
+  (paths joined by `os.pathsep`), which is how the processes a run starts (Ray shards, TTRL jobs) get them.
+
+Built-ins load first, so a plugin that reuses a built-in name fails alone. A plugin that fails to load is
+one line on stderr naming it, never a traceback that stops unrelated commands.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from pathlib import Path
+
+from testtime.core.errors import UserError
+
+GROUP = "testtime"
+ENV = "TESTTIME_PLUGINS"
+
+
+@dataclass
+class _State:
+    loaded: bool = False
+    loading: bool = False
+    names: list[str] = field(default_factory=list)  # what loaded, for `list`
+    failures: list[str] = field(default_factory=list)  # one line each
+
+
+_state = _State()
+
+
+def use_plugin_files(paths: list[str]) -> None:
+    """Files given with `--plugin`: checked now, loaded with the others, and handed to child processes."""
+    resolved: list[str] = []
+    for raw in paths:
+        path = Path(raw).expanduser()
+        if path.suffix != ".py" or not path.is_file():
+            raise UserError(f"--plugin {raw}: not a readable .py file")
+        resolved.append(str(path.resolve()))
+    known = [p for p in os.environ.get(ENV, "").split(os.pathsep) if p]
+    os.environ[ENV] = os.pathsep.join(dict.fromkeys([*known, *resolved]))
+    if _state.loaded:  # a file given after the registries were first read: load it now
+        for path_text in resolved:
+            _load_file(Path(path_text))
+
+
+def load_plugins() -> None:
+    """Load every plugin once (after the built-ins, so a clash is the plugin's failure)."""
+    if _state.loaded or _state.loading:
+        return
+    _state.loading = True
+    try:
+        _load_builtins()
+        for point in entry_points(group=GROUP):
+            origin = f"{point.name} ({point.value}, from {point.dist.name if point.dist else 'an unknown package'})"
+            _guarded(origin, lambda point=point: _call_if_callable(point.load()))
+        for path_text in [p for p in os.environ.get(ENV, "").split(os.pathsep) if p]:
+            _load_file(Path(path_text))
+    finally:
+        _state.loading = False
+        _state.loaded = True
+
+
+def loaded_plugins() -> list[str]:
+    """What loaded (entry point names and files), for `testtime list`."""
+    load_plugins()
+    return list(_state.names)
+
+
+def _load_builtins() -> None:
+    from testtime.benchmarks import load_benchmarks
+    from testtime.methods import load_methods
+    from testtime.models import load_backends
+    from testtime.selectors import load_selectors
+
+    load_methods(), load_selectors(), load_benchmarks(), load_backends()
+    importlib.import_module("testtime.methods.ttrl.rewards")
+
+
+def _load_file(path: Path) -> None:
+    def load() -> None:
+        name = f"testtime_plugin_{path.stem}_{abs(hash(str(path))):x}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise ImportError("not a Python module")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses and pydantic look their module up by name
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            sys.modules.pop(name, None)
+            raise
+
+    _guarded(str(path), load)
+
+
+def _call_if_callable(target: object) -> None:
+    if callable(target) and not isinstance(target, type):
+        target()
+
+
+def _guarded(origin: str, load: object) -> None:
+    try:
+        load()  # type: ignore[operator]
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - someone else's code: any failure is one line
+        line = f"plugin {origin} failed to load: {type(exc).__name__}: {exc}"
+        _state.failures.append(line)
+        print(f"warning: {line}", file=sys.stderr)
+        return
+    _state.names.append(origin)
