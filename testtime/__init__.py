@@ -1,16 +1,23 @@
 """testtime: make a language model better at a set of problems at test time, without labels.
 
-Importing the package is cheap on purpose: torch, transformers and litellm are imported only by the
-backends that need them, so `testtime --help` and the fake model stay fast.
+The public Python API is `testtime.api` (its `__all__` lists what is supported); its names are also
+reachable here (`testtime.run(...)`, `testtime.load_runs(...)`), and TRL reward functions are in
+`testtime.rewards`. Importing the package is cheap on purpose: the API loads on first use, and torch,
+transformers and litellm are imported only by the backends that need them.
 """
 
+from importlib import import_module
 from typing import Any
 
 __version__ = "0.1.0"
 
 
-def load_runs(*paths: Any) -> Any:
-    """Runs (or folders of runs) as a pandas DataFrame, one row per (run, problem); see `experiments.runs`."""
-    from testtime.experiments.runs import load_runs as load
+def __getattr__(name: str) -> Any:
+    api = import_module("testtime.api")  # not `from testtime import api`: that asks this hook for `api` again
+    if name in api.__all__:
+        return getattr(api, name)
+    raise AttributeError(f"module 'testtime' has no attribute '{name}'")
 
-    return load(*paths)
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *import_module("testtime.api").__all__])

@@ -22,6 +22,8 @@ from testtime.sandbox import Sandbox
 
 
 class Grade(Record):
+    """One prediction graded against its reference: correct or not, what was graded, and why."""
+
     correct: bool
     answer: str | None  # the prediction as graded (extracted answer or program); None = no answer
     # math: correct | wrong | no_answer; code: correct | no_code | compile_error | the first failing verdict
@@ -45,6 +47,9 @@ class SealedReferences(Mapping[str, Reference]):
 
 
 class Benchmark(ABC):
+    """A set of problems with sealed references: `load` them, `prompt` one, `grade` a prediction. Register a
+    subclass with `@BENCHMARKS.register(name)`; its options are a pydantic `Options` model (`--bench-opt`)."""
+
     name: str
     domain: str
     Options: ClassVar[type[Options]] = Options  # no options unless a benchmark declares them

@@ -37,6 +37,9 @@ def parse_options(pairs: list[str], flag: str) -> dict[str, str]:
 
 
 class Options(BaseModel):
+    """A method's, selector's or benchmark's options: pydantic fields, each with a description; `flag(...)`
+    gives one a command-line flag of its own. Values arrive as text from the CLI and are validated here."""
+
     model_config = ConfigDict(extra="forbid")
 
     @classmethod

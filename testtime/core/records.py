@@ -78,11 +78,15 @@ class Reference(Record):
 
 
 class Message(Record):
+    """One chat turn: a role (system, user, assistant) and its text."""
+
     role: Literal["system", "user", "assistant"]
     content: str
 
 
 class SamplingParams(Record):
+    """What one model call sends: temperature, top-p, max new tokens and the seed."""
+
     temperature: float = 0.7
     top_p: float = 1.0
     max_tokens: int = 512

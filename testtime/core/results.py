@@ -154,6 +154,9 @@ class StreamUpdate(Record):
 
 
 class ProblemResult(Record):
+    """A method's answer to one problem, ungraded: the prediction, the candidates it chose among, how it
+    chose (`selection`), and its rounds (TRT, RSA) or training record (TTRL)."""
+
     problem_id: str
     prediction: str | None
     candidates: list[Candidate] = Field(default_factory=list)

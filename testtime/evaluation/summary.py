@@ -153,6 +153,9 @@ class PrequentialSummary(SummaryRecord):
 
 
 class RunSummary(SummaryRecord):
+    """summary.json: a run's accuracy (with its interval), pass@1, maj@k, the label-free statistics, every
+    token and dollar from the ledger, and the caveats that qualify the numbers."""
+
     schema_version: int = SUMMARY_SCHEMA_VERSION
     method: str = ""
     bench: str = ""

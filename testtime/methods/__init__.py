@@ -128,6 +128,9 @@ class SelectorChoice(Options):
 
 
 class Method(ABC):
+    """A test-time method, registered by name (`@METHODS.register`). Most methods subclass `PerProblem` and
+    write `solve`; the hooks below have defaults, and `Options` declares the method's own options and flags."""
+
     name: ClassVar[str]
     Options: ClassVar[type[Options]] = Options
     run_flags: ClassVar[frozenset[str]] = SAMPLING_FLAGS  # generic `run` flags this method reads

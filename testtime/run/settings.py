@@ -30,6 +30,9 @@ def _http_urls(bases: list[str]) -> list[str]:
 
 
 class RunSettings(BaseModel):
+    """Everything a run is asked to do (method, benchmark, model, sampling, budgets, where the model is
+    served); saved in the manifest so the run can be resumed or rebuilt."""
+
     model_config = ConfigDict(extra="forbid")
 
     method: str

@@ -51,6 +51,9 @@ class SelectionContext:
 
 
 class Selector(ABC):
+    """Chooses among candidates without labels (majority, exclusivity, execution, medoid, usc; a plugin's):
+    register with `@SELECTORS.register(name)` and write `select`."""
+
     name: ClassVar[str]
     Options: ClassVar[type[Options]] = Options
     domains: ClassVar[frozenset[str]] = frozenset({"math", "code"})  # the problems it can choose among (or text)

@@ -132,7 +132,9 @@ class VoteReward:
         # TRL trains on its own completions: they take the kept places among the votes, the extras the others
         kept = [keep(group + len(extras[g]), self.policy, self.rng) for g in range(len(starts))]
         texts = [
-            _arrange([_text(c) for c in completions[start : start + group]], [t for t, _ in extras[g]], kept[g])
+            _arrange(
+                [completion_text(c) for c in completions[start : start + group]], [t for t, _ in extras[g]], kept[g]
+            )
             for g, start in enumerate(starts)
         ]
         votes = self.run_async(self._votes([problem_id[start] for start in starts], texts, kept))
@@ -202,7 +204,7 @@ def _arrange(trained: list[str], extras: list[str], kept: list[int]) -> list[str
     return [next(trained_left) if i in places else next(extras_left) for i in range(len(trained) + len(extras))]
 
 
-def _text(completion: Any) -> str:
+def completion_text(completion: Any) -> str:
     """A completion as plain text: TRL passes conversational completions as a list of messages."""
     if isinstance(completion, str):
         return completion

@@ -1,0 +1,216 @@
+"""The public Python API: what is listed in `__all__` here is supported and documented; every other module is
+private by name (it may change between versions). `import testtime` exposes the same names lazily.
+
+    import testtime
+    result = testtime.run_method("majority", bench="arith", model="fake:echo", n=4, limit=5)
+    result.summary.accuracy, result.predictions()[0].prediction, result.path
+
+The CLI's `run` goes through `execute_run` below, so a run started from Python writes the same directory,
+ledger and summary as one started from the shell, and `testtime view`, `report` and `load_runs` read both.
+Extension points (registries and base classes) are listed for plugins (`testtime.plugins`). The function is
+`run_method`, not `run`: `testtime.run` is the (private) package that holds the run loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from testtime.benchmarks.base import BENCHMARKS, Benchmark, Grade, SealedReferences
+from testtime.core.asyncs import off_loop
+from testtime.core.errors import UserError
+from testtime.core.model import LanguageModel
+from testtime.core.options import Options, flag
+from testtime.core.records import Candidate, Completion, Message, Problem, Reference, SamplingParams
+from testtime.core.results import ProblemResult, ResultRecord, Selection
+from testtime.evaluation.labelfree import Prediction
+from testtime.evaluation.summary import RunSummary
+from testtime.experiments.runs import load_runs
+from testtime.methods import METHODS, Method, MethodContext, PerProblem, make_candidates
+from testtime.methods.ttrl.rewards import REWARDS
+from testtime.models import DEFAULT_MODEL, MODELS
+from testtime.run.observer import RunObserver
+from testtime.run.settings import ResumeChanges, RunSettings
+from testtime.selectors import SELECTORS, SelectionContext, Selector
+
+__all__ = [
+    "BENCHMARKS",
+    "DEFAULT_MODEL",
+    "METHODS",
+    "MODELS",
+    "REWARDS",
+    "SELECTORS",
+    "Benchmark",
+    "Candidate",
+    "Completion",
+    "Grade",
+    "LanguageModel",
+    "Message",
+    "Method",
+    "MethodContext",
+    "Options",
+    "PerProblem",
+    "Prediction",
+    "Problem",
+    "ProblemResult",
+    "Reference",
+    "ResultRecord",
+    "RunResult",
+    "RunSettings",
+    "RunSummary",
+    "SamplingParams",
+    "SealedReferences",
+    "Selection",
+    "SelectionContext",
+    "Selector",
+    "UserError",
+    "execute_run",
+    "flag",
+    "load_runs",
+    "make_candidates",
+    "open_run",
+    "replay",
+    "resume",
+    "run_method",
+]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """A run directory, read: its summary and records typed, and where it lies."""
+
+    path: Path
+    summary: RunSummary
+
+    def results(self) -> list[ResultRecord]:
+        """One graded record per problem (results.jsonl), in the order they finished."""
+        from testtime.run.directory import RunDir
+
+        return RunDir.open_existing(self.path).read_results()
+
+    def predictions(self) -> list[Prediction]:
+        """The label-free answers to hand on (predictions.jsonl), one per problem."""
+        from testtime.run.directory import RunDir
+
+        return RunDir.open_existing(self.path).read_predictions()
+
+
+def run_method(
+    method: str = "majority",
+    bench: str = "arith",
+    model: str = DEFAULT_MODEL,
+    *,
+    out: str | Path | None = None,
+    method_options: dict[str, Any] | None = None,
+    bench_options: dict[str, Any] | None = None,
+    selector: str | None = None,
+    selector_options: dict[str, Any] | None = None,
+    observer: RunObserver | None = None,
+    **settings: Any,
+) -> RunResult:
+    """Run `method` on `bench` (a registered benchmark, a data file, or `hf:ORG/NAME`) with `model`, as
+    `testtime run` does; `settings` are `RunSettings` fields (n, limit, seed, temperature, max_tokens,
+    concurrency, data_dir, max_cost, ...). Without `out`, the run goes to runs/<time>-<method>-<bench>-<model>."""
+    from testtime.methods import SelectorChoice
+    from testtime.run import lifecycle
+
+    options = dict(method_options or {})
+    if selector is not None or selector_options:
+        if not issubclass(METHODS.get(method).Options, SelectorChoice):  # type: ignore[attr-defined]
+            raise UserError(f"method {method} selects nothing: selector and selector_options do not apply")
+        if selector is not None:
+            options["selector"] = selector
+        if selector_options:
+            options["selector_options"] = dict(selector_options)
+    run_settings = _settings(
+        method=method, bench=bench, model=model, method_options=options, bench_options=dict(bench_options or {}),
+        **settings,
+    )  # fmt: skip
+    opened = lifecycle.create(run_settings, Path(out) if out is not None else None)
+    return _finish(opened, observer)
+
+
+def resume(
+    path: str | Path, *, retry_errors: bool = True, observer: RunObserver | None = None, **changes: Any
+) -> RunResult:
+    """Continue a killed or stopped run; `changes` are `ResumeChanges` (budgets, api_base, timeout, concurrency)."""
+    from testtime.run import lifecycle
+
+    opened = lifecycle.resume(Path(path), _validated(ResumeChanges, changes))
+    return _finish(opened, observer, retry_errors=retry_errors)
+
+
+def replay(path: str | Path) -> RunResult:
+    """Re-score a run from its cache into a new run beside it, making no model call."""
+    from testtime.run import lifecycle
+
+    return _finish(lifecycle.replay(Path(path)), None)
+
+
+def open_run(path: str | Path) -> RunResult:
+    """A finished (or stopped) run directory, read without writing to it."""
+    from testtime.run.directory import RunDir
+
+    directory = RunDir.open_existing(Path(path))
+    summary = directory.read_summary()
+    if summary is None:
+        raise UserError(f"{path} has no summary yet: it is unfinished (resume it) or still running")
+    return RunResult(directory.path, summary)
+
+
+def execute_run(
+    opened: Any, observer: RunObserver | None = None, retry_errors: bool = True, ray: str | None = None
+) -> RunSummary:
+    """Run an opened run (`run/lifecycle.py`) here, or as Ray shards when its settings ask for them; the CLI's
+    `run` calls this too. Safe inside a running event loop (a notebook): the run then gets a thread of its own."""
+    if opened.settings.shards:
+        from testtime.run.ray_shards import execute_on_ray
+
+        address = ray or _default_ray_address()
+        return off_loop(lambda: execute_on_ray(opened, address, observer))
+    from testtime.run.execute import execute
+
+    return off_loop(lambda: execute(opened, observer, retry_errors=retry_errors))
+
+
+def _finish(opened: Any, observer: RunObserver | None, retry_errors: bool = True) -> RunResult:
+    try:
+        summary = execute_run(opened, observer, retry_errors=retry_errors)
+    finally:
+        opened.release()
+    return RunResult(opened.path, summary)
+
+
+def _default_ray_address() -> str:
+    """A Ray run without an address: the cluster RAY_ADDRESS names, else a Ray of this process."""
+    import os
+
+    return "auto" if os.environ.get("RAY_ADDRESS") else "local"
+
+
+def _settings(**given: Any) -> RunSettings:
+    bench = given.get("bench")
+    if isinstance(bench, Path):
+        given["bench"] = str(bench)
+    if given.get("data_dir") is not None:
+        given["data_dir"] = str(Path(given["data_dir"]).expanduser().resolve())
+    from testtime.benchmarks import is_dataset
+
+    if is_dataset(given["bench"]) and not given["bench"].startswith("hf:"):
+        given["bench"] = str(Path(given["bench"]).expanduser().resolve())
+    return _validated(RunSettings, given)
+
+
+def _validated(model: type[T], given: dict[str, Any]) -> T:
+    from pydantic import ValidationError
+
+    from testtime.core.errors import first_error
+
+    try:
+        return model(**given)  # type: ignore[call-arg]
+    except ValidationError as exc:
+        where, message = first_error(exc)
+        raise UserError(f"{where}: {message}") from None
