@@ -1,5 +1,6 @@
-"""The README's figures come from commands shown beside them: this re-runs the cheap one, the embedded model's
-arith table (its default row), with the command the README shows, and checks every figure against the table."""
+"""The docs' figures come from commands shown beside them: this re-runs the cheap one, the embedded model's
+arith table on the majority page (its default row), with the command shown there, and checks every figure
+against the table."""
 
 from __future__ import annotations
 
@@ -13,13 +14,13 @@ from typing import Any
 
 import pytest
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "methods" / "majority.md"
 
 
 def arith_section() -> tuple[list[str], dict[str, float]]:
     """The command shown under "Measured on the embedded model" and the default row's figures."""
-    text = README.read_text(encoding="utf-8")
-    section = text[text.index("### Measured on the embedded model") :]
+    text = PAGE.read_text(encoding="utf-8")
+    section = text[text.index("## Measured on the embedded model") :]
     command = next(line for line in section.splitlines() if line.startswith("testtime run "))
     row = next(line for line in section.splitlines() if line.startswith("| **2 (default)** |"))
     numbers = [float(x) for x in re.findall(r"\d\.\d{3}", row)]
@@ -27,7 +28,7 @@ def arith_section() -> tuple[list[str], dict[str, float]]:
     return shlex.split(command)[1:], {"pass@1": pass1, "low": low, "high": high, "2": maj2, "4": maj4, "8": maj8}
 
 
-def test_the_readme_shows_the_command_and_the_row() -> None:
+def test_the_page_shows_the_command_and_the_row() -> None:
     args, figures = arith_section()
     assert args[:4] == ["run", "--method", "majority", "--bench"] and "digits=2" in args
     assert figures["low"] < figures["pass@1"] < figures["high"]
@@ -45,4 +46,4 @@ def test_the_arith_table_reproduces(tmp_path: Path, testtime_cli: Callable[..., 
     measured = {"pass@1": summary["pass@1"]["mean"], **{k: summary["maj@k"][k] for k in ("2", "4", "8")}}
     for name, value in measured.items():
         assert abs(value - figures[name]) <= tolerance, (name, value, figures[name])
-    print(f"README arith row re-run: {measured} (README: {figures})")
+    print(f"arith row re-run: {measured} (the page: {figures})")

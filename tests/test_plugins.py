@@ -184,6 +184,27 @@ def test_a_plugin_reusing_a_builtin_name_fails_alone(tmp_path: Path, testtime_cl
     assert summary["method"] == "majority" and summary["problems"] == 2 and summary["error_rate"] == 0
 
 
+def test_a_builtin_that_loads_after_a_plugin_took_its_name_takes_it_back(tmp_path: Path, testtime_cli) -> None:
+    # plugins load after the first package's built-ins (methods); a benchmark's name may be free for a moment
+    squatter = textwrap.dedent(
+        """
+        from testtime.api import BENCHMARKS, Benchmark
+
+        @BENCHMARKS.register("arith")
+        class Squatter(Benchmark):
+            name = "arith"
+        """
+    )
+    out = tmp_path / "run"
+    result = testtime_cli(
+        "--plugin", str(_plugin(tmp_path, squatter, "squat.py")), "run", "--bench", "arith", "--limit", "2",
+        "--model", "fake:echo", "--out", str(out), "--quiet",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "squat.py's benchmark 'arith' is a built-in's name: ignored" in result.stderr
+    assert json.loads((out / "config.json").read_text())["benchmark"]["digits"] == 2  # the built-in arith
+
+
 def test_a_missing_plugin_file_is_a_user_error(tmp_path: Path, testtime_cli) -> None:
     result = testtime_cli("--plugin", str(tmp_path / "nowhere.py"), "list")
     assert result.returncode == 2

@@ -7,8 +7,8 @@ private by name (it may change between versions). `import testtime` exposes the 
 
 The CLI's `run` goes through `execute_run` below, so a run started from Python writes the same directory,
 ledger and summary as one started from the shell, and `testtime view`, `report` and `load_runs` read both.
-Extension points (registries and base classes) are listed for plugins (`testtime.plugins`). The function is
-`run_method`, not `run`: `testtime.run` is the (private) package that holds the run loop.
+Extension points (registries and base classes) are listed for plugins (`testtime.core.plugins` loads them).
+The function is `run_method`, not `run`: `testtime.run` is the (private) package that holds the run loop.
 """
 
 from __future__ import annotations

@@ -56,7 +56,7 @@ class GroupReward:
         seed: int = 0,
         random_p: float | None = None,
     ) -> None:
-        from testtime.plugins import load_plugins
+        from testtime.core.plugins import load_plugins
 
         load_plugins()
         if name in NOT_HERE:

@@ -47,7 +47,24 @@ def test_majority_run_end_to_end_on_the_fake_model(tmp_path: Path) -> None:
     assert summary["accuracy"]["mean"] == 0.0 and summary["ledger"]["calls"] == 20
     assert summary["maj@k"].keys() == {"1", "2", "4"} and summary["complete"] is True
     said = result.stdout + result.stderr
-    assert f"next: testtime view {out}" in said and f"testtime report {out}" in said  # what to do next
+    assert f" view {out}" in said and f" report {out} [OTHER RUNS...]" in said  # what to do next
+
+
+def test_the_printed_next_steps_run_as_written_where_testtime_is_not_on_path(tmp_path: Path) -> None:
+    import os
+    import shlex
+
+    out = tmp_path / "run"
+    bare = {**os.environ, "PATH": "/usr/bin:/bin"}  # as after scripts/install: .venv/bin is not on PATH
+    command = [str(Path(sys.executable).parent / "testtime"), "run", "--model", "fake:echo", "--limit", "2"]
+    ran = subprocess.run([*command, "--out", str(out)], capture_output=True, text=True, env=bare, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    hint = next(line for line in (ran.stdout + ran.stderr).splitlines() if " report " in line)
+    report = shlex.split(hint.strip().split("(")[0].replace("[OTHER RUNS...]", ""))
+    assert report[0] != "testtime" and report[1:] == ["report", str(out)]
+    again = subprocess.run(report, capture_output=True, text=True, env=bare, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert "majority" in again.stdout
 
 
 def test_single_greedy_is_one_call_per_problem(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ _MODULES = ("aime24", "aime25", "amc23", "math500", "hmmt", "arith", "lcb", "pyf
 def load_benchmarks() -> None:
     for module in _MODULES:
         importlib.import_module(f"testtime.benchmarks.{module}")
-    from testtime.plugins import load_plugins
+    from testtime.core.plugins import load_plugins
 
     load_plugins()  # after the built-ins: a plugin reusing a name fails alone
 

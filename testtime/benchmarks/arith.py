@@ -3,7 +3,7 @@
 Difficulty knob `digits` (operand size) and `ops` (which of + - * appear). A two-example chat prefix shows
 the `\\boxed{}` format: without it SmolLM2-135M almost never boxes (environment.md §9). Measured on the
 embedded model (T=0.7): `digits=1` is easy (pass@1 ≈ 0.85), `digits=2` (the default) lands in the TTRL regime
-(pass@1 ≈ 0.3, majority vote higher). See README for the measured table.
+(pass@1 ≈ 0.3, majority vote higher). The measured table: docs/methods/majority.md.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ last element of a list), `level=2` (the default) compound ones with seeded const
 number of elements above 4). One example with its output is part of the statement (the public test, as in
 LiveCodeBench); five more, seeded, are hidden. A two-example chat prefix shows the fenced-block format.
 Measured on the embedded model (T=1.0, 64 new tokens, 8 samples per task): pass@1 ≈ 0.5 on single
-operations, lower on compound ones (README).
+operations, lower on compound ones (docs/methods/ttrl.md, TTRL on code).
 """
 
 from __future__ import annotations

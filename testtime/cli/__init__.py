@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> Any:
 def _take_plugins(args: list[str]) -> list[str]:
     """`--plugin FILE` wherever it stands: loaded before the commands are built, so their help and names
     include what the file registers; given to the root command only, where it is declared."""
-    from testtime.plugins import use_plugin_files
+    from testtime.core.plugins import use_plugin_files
 
     files: list[str] = []
     rest: list[str] = []

@@ -272,7 +272,7 @@ def warnings_for(summary: RunSummary) -> list[str]:
     elif (summary.error_rate or 0.0) > ERROR_WARNING:
         lines.append(
             f"WARNING: {summary.error_rate:.0%} of samples are errors, graded wrong "
-            f"(e.g. {summary.first_error}); `testtime run --resume DIR` asks again for every one of them"
+            f"(e.g. {summary.first_error}); `{command()} run --resume DIR` asks again for every one of them"
         )
     truncated = summary.truncation_rate or 0.0
     if truncated > TRUNCATION_WARNING and ALL_CUT not in summary.warnings:
@@ -293,3 +293,24 @@ def warnings_for(summary: RunSummary) -> list[str]:
 def print_warnings(summary: RunSummary) -> None:
     for line in warnings_for(summary):
         console.print(f"[bold yellow]{escape(line)}[/bold yellow]", soft_wrap=True)
+
+
+def command() -> str:
+    """How to type `testtime` in the hints a command prints: `testtime` where the shell finds this install's
+    command, else its path (`.venv/bin/testtime` after `scripts/install`, which puts nothing on PATH)."""
+    import os
+    import shutil
+    import sys
+    from pathlib import Path
+
+    installed = Path(sys.executable).parent / "testtime"
+    found = shutil.which("testtime")
+    if found and (not installed.exists() or Path(found).resolve() == installed.resolve()):
+        return "testtime"
+    if not installed.exists():
+        return f"{sys.executable} -m testtime.cli"
+    absolute = Path(os.path.abspath(installed))  # not resolve(): the venv's python may link elsewhere
+    try:
+        return str(absolute.relative_to(Path.cwd()))
+    except ValueError:
+        return str(absolute)

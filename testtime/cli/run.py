@@ -86,6 +86,7 @@ def run_command(
     from testtime.cli.display import (
         EXIT_ALL_FAILED,
         RunProgress,
+        command,
         console,
         print_warnings,
         results_console,
@@ -141,7 +142,7 @@ def run_command(
         signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
         console.print(
             f"[yellow]{escape(str(exc) or 'interrupted')}.[/yellow] Calls in flight were kept and finished problems "
-            f"saved; continue with:\n  testtime run --resume {run.path}",
+            f"saved; continue with:\n  {command()} run --resume {run.path}",
             soft_wrap=True,  # a wrapped command cannot be pasted
         )
         raise typer.Exit(128 + signum) from None
@@ -150,20 +151,20 @@ def run_command(
             raise
         raise UserError(
             f"cannot write to {run.path}: {exc}. Finished problems are saved; free some space, then continue "
-            f"with: testtime run --resume {run.path}"
+            f"with: {command()} run --resume {run.path}"
         ) from None
     results_console.print(summary_table(summary, f"{summary.method} on {summary.bench} · {summary.model}"))
     print_warnings(summary)
     if summary.stopped:
         console.print(
             f"[yellow]stopped: {summary.stopped}.[/yellow] Continue with a larger budget:\n"
-            f"  testtime run --resume {run.path} --max-cost X --max-tokens-total N",
+            f"  {command()} run --resume {run.path} --max-cost X --max-tokens-total N",
             soft_wrap=True,
         )
     console.print(f"summary: {run.directory.summary_path}", soft_wrap=True)
     console.print(
-        f"next: testtime view {run.path}   (every problem, its candidates and rounds)\n"
-        f"      testtime report {run.path} [OTHER RUNS...]   (runs side by side at matched compute)",
+        f"next: {command()} view {run.path}   (every problem, its candidates and rounds)\n"
+        f"      {command()} report {run.path} [OTHER RUNS...]   (runs side by side at matched compute)",
         soft_wrap=True,
     )
     if summary.all_failed():
@@ -230,10 +231,10 @@ def list_command() -> None:
 
     from testtime.benchmarks import BENCHMARKS, load_benchmarks
     from testtime.cli.display import results_console
+    from testtime.core.plugins import loaded_plugins
     from testtime.methods import METHODS, SelectorChoice, load_methods
     from testtime.models import DEFAULT_MODEL, MODELS, load_backends
     from testtime.models.hf import EMBEDDED
-    from testtime.plugins import loaded_plugins
     from testtime.selectors import SELECTORS, load_selectors
 
     load_benchmarks(), load_methods(), load_backends(), load_selectors()

@@ -1,7 +1,7 @@
 """Optional features and the extras that bring them: a missing one is a one-line error naming the pip command.
 
 The core install (`pip install testtime`) serves API runs (litellm:, openai:) with no torch; each heavier
-feature lives in an extra (README, "Installs"). Checks look for the modules without importing them.
+feature lives in an extra (docs/getting-started.md, "Installs"). Checks look for the modules without importing them.
 """
 
 from __future__ import annotations

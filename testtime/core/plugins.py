@@ -8,13 +8,14 @@ Two ways in (inspect_ai's and lighteval's habits):
 - a file: `testtime --plugin FILE.py` (repeatable, before or after the command), or `TESTTIME_PLUGINS`
   (paths joined by `os.pathsep`), which is how the processes a run starts (Ray shards, TTRL jobs) get them.
 
-Built-ins load first, so a plugin that reuses a built-in name fails alone. A plugin that fails to load is
-one line on stderr naming it, never a traceback that stops unrelated commands.
+A plugin never replaces a built-in: one that registers a taken name fails alone, and a built-in that loads
+after a plugin took its name takes it back (`core/registry.py`), with a warning either way. A plugin that fails
+to load is one line on stderr naming it, never a traceback that stops unrelated commands. Each package's
+loader (`load_methods`, `load_selectors`, ...) calls `load_plugins` after its own built-ins.
 """
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 import os
 import sys
@@ -32,6 +33,7 @@ ENV = "TESTTIME_PLUGINS"
 class _State:
     loaded: bool = False
     loading: bool = False
+    current: str | None = None  # the plugin being loaded now: what the registries record as a name's origin
     names: list[str] = field(default_factory=list)  # what loaded, for `list`
     failures: list[str] = field(default_factory=list)  # one line each
 
@@ -60,7 +62,6 @@ def load_plugins() -> None:
         return
     _state.loading = True
     try:
-        _load_builtins()
         for point in entry_points(group=GROUP):
             origin = f"{point.name} ({point.value}, from {point.dist.name if point.dist else 'an unknown package'})"
             _guarded(origin, lambda point=point: _call_if_callable(point.load()))
@@ -77,14 +78,15 @@ def loaded_plugins() -> list[str]:
     return list(_state.names)
 
 
-def _load_builtins() -> None:
-    from testtime.benchmarks import load_benchmarks
-    from testtime.methods import load_methods
-    from testtime.models import load_backends
-    from testtime.selectors import load_selectors
+def loading_plugin() -> str | None:
+    """The plugin whose code runs now (None: the package's own)."""
+    return _state.current
 
-    load_methods(), load_selectors(), load_benchmarks(), load_backends()
-    importlib.import_module("testtime.methods.ttrl.rewards")
+
+def warn(line: str) -> None:
+    """One line on stderr about a plugin, remembered for `testtime list`."""
+    _state.failures.append(line)
+    print(f"warning: {line}", file=sys.stderr)
 
 
 def _load_file(path: Path) -> None:
@@ -110,11 +112,12 @@ def _call_if_callable(target: object) -> None:
 
 
 def _guarded(origin: str, load: object) -> None:
+    _state.current = origin
     try:
         load()  # type: ignore[operator]
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - someone else's code: any failure is one line
-        line = f"plugin {origin} failed to load: {type(exc).__name__}: {exc}"
-        _state.failures.append(line)
-        print(f"warning: {line}", file=sys.stderr)
+        warn(f"plugin {origin} failed to load: {type(exc).__name__}: {exc}")
         return
+    finally:
+        _state.current = None
     _state.names.append(origin)

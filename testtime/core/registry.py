@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
+from testtime.core import plugins
 from testtime.core.errors import UserError
 
 T = TypeVar("T")
@@ -17,11 +18,18 @@ class Registry(Generic[T]):
         self.kind = kind
         self._factories: dict[str, Callable[..., T]] = {}
         self._help: dict[str, str] = {}
+        self._plugin_of: dict[str, str] = {}  # names a plugin registered → the plugin
 
     def register(self, name: str, help: str = "") -> Callable[[Callable[..., T]], Callable[..., T]]:
         def decorate(factory: Callable[..., T]) -> Callable[..., T]:
+            plugin = plugins.loading_plugin()
             if name in self._factories:
-                raise ValueError(f"{self.kind} '{name}' registered twice")
+                if plugin is not None or name not in self._plugin_of:
+                    raise ValueError(f"{self.kind} '{name}' registered twice")
+                # a built-in loaded after a plugin took its name: the built-in keeps it
+                plugins.warn(f"plugin {self._plugin_of.pop(name)}'s {self.kind} '{name}' is a built-in's name: ignored")
+            if plugin is not None:
+                self._plugin_of[name] = plugin
             self._factories[name] = factory
             doc_lines = (factory.__doc__ or "").strip().splitlines()
             self._help[name] = help or (doc_lines[0] if doc_lines else "")

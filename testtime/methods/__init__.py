@@ -261,6 +261,6 @@ _MODULES = ("single", "majority", "trt", "rsa", "ttrl")
 def load_methods() -> None:
     for module in _MODULES:
         importlib.import_module(f"testtime.methods.{module}")
-    from testtime.plugins import load_plugins
+    from testtime.core.plugins import load_plugins
 
     load_plugins()  # after the built-ins: a plugin reusing a name fails alone

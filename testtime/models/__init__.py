@@ -22,7 +22,7 @@ DEFAULT_MODEL = "hf:smollm2-135m"
 def load_backends() -> None:
     for module in _BACKEND_MODULES:
         importlib.import_module(f"testtime.models.{module}")
-    from testtime.plugins import load_plugins
+    from testtime.core.plugins import load_plugins
 
     load_plugins()  # after the built-ins: a plugin reusing a name fails alone
 

@@ -2,7 +2,7 @@
 `schema_version` in config.json) to the current schema. Readers call these on raw JSON before validating it;
 nothing else in the code knows an older shape.
 
-What changed, file by file (README, "Reading run directories"):
+What changed, file by file (docs/records.md, "Reading run directories"):
 - config.json: `schema_version`, `kind`, `effective` (null: not recorded then) and `resumed` added;
   `run.api_base` was a string or null before fleets. Any config.json without `run.seeds` (schema 2 included)
   was written when every problem's sample i had one seed: it reads as `seeds: shared`, so its cache replays.

@@ -81,7 +81,7 @@ DEFAULTS = {"math": "majority", "code": "execution", "text": "medoid"}
 def load_selectors() -> None:
     for module in _MODULES:
         importlib.import_module(f"testtime.selectors.{module}")
-    from testtime.plugins import load_plugins
+    from testtime.core.plugins import load_plugins
 
     load_plugins()  # after the built-ins: a plugin reusing a name fails alone
 

@@ -127,8 +127,8 @@ class TTRLSettings(SelectorChoice):
     @field_validator("reward")
     @classmethod
     def _registered_reward(cls, value: str) -> str:
+        from testtime.core.plugins import load_plugins
         from testtime.methods.ttrl.rewards import REWARDS
-        from testtime.plugins import load_plugins
 
         load_plugins()
         if value not in REWARDS.names():
