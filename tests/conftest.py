@@ -72,6 +72,15 @@ def testtime_cli() -> Callable[..., subprocess.CompletedProcess[str]]:
     return _run_cli
 
 
+@pytest.fixture(scope="session")
+def scripted_model(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """`hf:<folder>` of the tiny scripted model (`tests/tiny_model.py`): TTRL's mechanics in seconds."""
+    pytest.importorskip("torch")
+    from tests.tiny_model import build_scripted_model
+
+    return f"hf:{build_scripted_model(tmp_path_factory.mktemp('scripted-model'))}"
+
+
 @pytest.fixture(scope="module")
 def open_sandbox_or_skip() -> Iterator[Sandbox]:
     """A started sandbox (Docker, else bubblewrap); tests that need one skip where neither can run."""

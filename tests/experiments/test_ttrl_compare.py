@@ -95,15 +95,22 @@ def test_the_cli_refuses_a_reward_option(testtime_cli: Callable[..., Any], tmp_p
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
 def test_compare_trains_majority_and_the_oracle_at_identical_settings(
-    testtime_cli: Callable[..., Any], tmp_path: Path
+    testtime_cli: Callable[..., Any], tmp_path: Path, scripted_model: str
 ) -> None:
-    """One step each on the embedded model: the oracle trains on exactly what the labels grade correct, on the
-    same samples the vote saw, and every reader of its run says it used labels; report never pairs it."""
+    """One step each on the scripted model (it answers 1 or 2, so sums of 1 and 2 make the oracle's rewards
+    differ): the oracle trains on exactly what the labels grade correct, on the same samples the vote saw, and
+    every reader of its run says it used labels; report never pairs it."""
     import json
     import re
 
+    data = tmp_path / "sums.jsonl"
+    rows = [(0, 1), (1, 1), (2, 0), (0, 2)]
+    data.write_text(
+        "".join(json.dumps({"question": f"What is {a} + {b}?", "answer": str(a + b)}) + "\n" for a, b in rows)
+    )
     out = tmp_path / "cmp"
-    args = ["ttrl", "compare", "--out", str(out), "--rewards", "majority,oracle", "--bench-opt", "size=4"]
+    args = ["ttrl", "compare", "--out", str(out), "--rewards", "majority,oracle", "--bench", str(data)]
+    args += ["--model", scripted_model]
     for option in ("prompts_per_step=2", "mini_batch_prompts=2", "n_vote=4", "n_train=4", "eval_samples=2"):
         args += ["--method-opt", option]
     done = testtime_cli(*args, "--steps", "1", "--quiet", timeout=1400)
@@ -118,6 +125,7 @@ def test_compare_trains_majority_and_the_oracle_at_identical_settings(
         json.loads(line)["id"]: json.loads(line)["statement"]
         for line in (out / "oracle" / "problems.jsonl").read_text().splitlines()
     }
+    assert any(r == 1.0 for v in votes("oracle") for r in v["rewards"])  # the labels reached the reward
     for majority, oracle in zip(votes("majority"), votes("oracle"), strict=True):
         assert oracle["answers"] == majority["answers"]  # the same samples: only the reward differs
         assert oracle["majority_rewards"] == majority["rewards"]

@@ -1,5 +1,6 @@
-"""Online TTRL on a stream, end to end on the embedded model: each arrival answered by the weights as they
-stood, updates every B arrivals, and a kill -9 that resumes with nothing answered twice."""
+"""Online TTRL on a stream, end to end on the scripted tiny model (the mechanics; learning itself is the
+miniature's to show): each arrival answered by the weights as they stood, updates every B arrivals, and a
+kill -9 that resumes with nothing answered twice."""
 
 from __future__ import annotations
 
@@ -19,11 +20,12 @@ from testtime.core.ledger import read_entries
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
 def test_online_ttrl_learns_after_answering_and_resumes_after_kill(
-    tmp_path: Path, interrupt_cli: Callable[..., Any], testtime_cli: Callable[..., Any]
+    tmp_path: Path, interrupt_cli: Callable[..., Any], testtime_cli: Callable[..., Any], scripted_model: str
 ) -> None:
     out = tmp_path / "run"
     args = [
         "run", "--method", "ttrl", "--preset", "cpu", "--stream", "--bench", "arith", "--limit", "6",
+        "--model", scripted_model,
         "--method-opt", "update_every=3", "--method-opt", "window=3", "--method-opt", "update_steps=1",
         "--out", str(out), "--quiet",
     ]  # fmt: skip

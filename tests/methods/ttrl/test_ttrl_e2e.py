@@ -37,12 +37,10 @@ def _weights(folder: Path) -> dict:
 
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
-def test_training_survives_a_kill_and_stops_at_a_step_on_sigterm(tmp_path):
-    from testtime.models.hf import embedded_model_dir
-
+def test_training_survives_a_kill_and_stops_at_a_step_on_sigterm(tmp_path, scripted_model):
     run = tmp_path / "run"
     args = [sys.executable, "-m", "testtime.cli", "run", "--method", "ttrl", "--preset", "cpu", "--bench", "arith"]
-    args += ["--bench-opt", "size=4", "--steps", "4", "--n", "2", "--quiet"]
+    args += ["--bench-opt", "size=4", "--steps", "4", "--n", "2", "--quiet", "--model", scripted_model]
     # 2 prompts per rollout step, one update each; 12 votes of which 8 are trained (4 extra votes per prompt)
     for option in ("save_steps=1", "prompts_per_step=2", "mini_batch_prompts=2", "n_vote=12", "report_to=tensorboard"):
         args += ["--method-opt", option]
@@ -83,7 +81,7 @@ def test_training_survives_a_kill_and_stops_at_a_step_on_sigterm(tmp_path):
     assert [e.step for e in train_lines] == [1, 2, 3, 4]
     assert all(e.train_tokens > 0 and (e.flops or 0) > 0 for e in train_lines)
 
-    base, trained = _weights(embedded_model_dir("smollm2-135m")), _weights(run / "ttrl" / "final")
+    base, trained = _weights(Path(scripted_model.removeprefix("hf:"))), _weights(run / "ttrl" / "final")
     changed = [name for name, tensor in trained.items() if not tensor.float().equal(base[name].float())]
     assert len(changed) > len(trained) // 2  # GRPO moved most parameter tensors
 
@@ -152,13 +150,14 @@ def test_miniature_raises_pass_at_1_without_labels(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
-def test_ttrl_trains_on_an_unlabelled_file_and_writes_its_model_and_predictions(tmp_path):
+def test_ttrl_trains_on_an_unlabelled_file_and_writes_its_model_and_predictions(tmp_path, scripted_model):
     """A user's own problems with no answers: TTRL trains on them (the vote needs no label), saves the adapted
     model, and the run reports label-free quantities and predictions, never an accuracy."""
     data = tmp_path / "mine.jsonl"
     data.write_text("".join(json.dumps({"question": f"What is {a} + {a + 1}?"}) + "\n" for a in range(11, 15)))
     run = tmp_path / "run"
     args = ["run", "--method", "ttrl", "--preset", "cpu", "--bench", str(data), "--steps", "1", "--n", "2"]
+    args += ["--model", scripted_model]
     args += ["--method-opt", "prompts_per_step=2", "--method-opt", "mini_batch_prompts=2", "--quiet", "--out", str(run)]
     done = subprocess.run([sys.executable, "-m", "testtime.cli", *args], capture_output=True, text=True, timeout=1100)
     assert done.returncode == 0, done.stderr[-3000:]
