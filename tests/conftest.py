@@ -81,6 +81,15 @@ def scripted_model(tmp_path_factory: pytest.TempPathFactory) -> str:
     return f"hf:{build_scripted_model(tmp_path_factory.mktemp('scripted-model'))}"
 
 
+@pytest.fixture(scope="session")
+def scripted_coder(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """`hf:<folder>` of the tiny scripted model's code variant: a fenced `print(1)` or `print(2)`."""
+    pytest.importorskip("torch")
+    from tests.tiny_model import build_scripted_model
+
+    return f"hf:{build_scripted_model(tmp_path_factory.mktemp('scripted-coder'), 'code')}"
+
+
 @pytest.fixture(scope="module")
 def open_sandbox_or_skip() -> Iterator[Sandbox]:
     """A started sandbox (Docker, else bubblewrap); tests that need one skip where neither can run."""

@@ -2,7 +2,8 @@
 fraction of a second: no download, no 135M-parameter forward passes. It uses the embedded model's tokenizer
 and chat template, and its weights are set so that it answers like a model that has learned the format:
 
-    <prompt ending in "\\n"> → " \\boxed{1}" or " \\boxed{2}" (a coin flip at the digit) → end of turn
+    math: <prompt ending in "\\n"> → " \\boxed{1}" or " \\boxed{2}" (a coin flip at the digit) → end of turn
+    code: <prompt ending in "\\n"> → " ```python", "print(1)" or "print(2)", "```" → end of turn
 
 The attention and MLP output projections start at zero, so each position's hidden state is its token's
 embedding: a one-hot "state" for the tokens of that answer, whose unembedding names the next token. Votes
@@ -18,21 +19,30 @@ from pathlib import Path
 LOGIT = 30.0  # per unit of the normalised state: the chosen next token is all but certain
 
 
-def build_scripted_model(folder: Path) -> Path:
+def build_scripted_model(folder: Path, domain: str = "math") -> Path:
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
     from testtime.models.hf import embedded_model_dir
 
     tokenizer = AutoTokenizer.from_pretrained(embedded_model_dir("smollm2-135m"))
-    answer = tokenizer.encode(" \\boxed{1}")  # ' \\', 'box', 'ed', '{', '1', '}'
-    one, two, close = answer[4], tokenizer.encode("2")[-1], answer[5]
-    newline, end = tokenizer.encode("\n")[-1], tokenizer.eos_token_id
+    vocab = tokenizer.get_vocab()
+    one, two, end = vocab["1"], vocab["2"], tokenizer.eos_token_id
+    # Each token of the answer once (a token's successor is all the model knows): a newline of one, two and
+    # three characters where the code needs three newlines, and the opening fence with its leading space.
+    if domain == "math":
+        before, after = ["Ċ", "Ġ\\", "box", "ed", "{"], ["}"]
+    else:
+        before, after = ["Ċ", "Ġ```", "python", "ĊĊ", "print", "("], [")", "ĊĊĊ", "```"]
+    chain = [vocab[t] for t in before]
+    tail = [vocab[t] for t in after]
     # state → (its token, the tokens it may be followed by)
-    script = [(newline, [answer[0]]), *((answer[i], [answer[i + 1]]) for i in range(3))]
-    script += [(answer[3], [one, two]), (one, [close]), (two, [close]), (close, [end])]
+    script = [(chain[i], [chain[i + 1]]) for i in range(len(chain) - 1)] + [(chain[-1], [one, two])]
+    script += [(one, [tail[0]]), (two, [tail[0]])]
+    script += [(tail[i], [tail[i + 1]]) for i in range(len(tail) - 1)] + [(tail[-1], [end])]
     config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=len(script), intermediate_size=16, num_hidden_layers=2,
+        vocab_size=len(tokenizer), hidden_size=len(script) + len(script) % 2, intermediate_size=16,
+        num_hidden_layers=2,
         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=4096, tie_word_embeddings=False,
         bos_token_id=tokenizer.bos_token_id, eos_token_id=end, pad_token_id=tokenizer.pad_token_id,
     )  # fmt: skip

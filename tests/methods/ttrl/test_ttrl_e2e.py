@@ -106,15 +106,16 @@ def test_training_survives_a_kill_and_stops_at_a_step_on_sigterm(tmp_path, scrip
 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
-def test_two_steps_on_code_reward_programs_by_the_execution_selector(tmp_path, shared_data, open_sandbox_or_skip):
-    """`--method ttrl --bench lcb-v6` on the embedded model: the base model writes test inputs once, every step
-    runs the policy's programs in the sandbox, the reward is agreement with the selected behaviour class."""
+def test_two_steps_on_code_reward_programs_by_the_execution_selector(
+    tmp_path, shared_data, open_sandbox_or_skip, scripted_coder
+):
+    """`--method ttrl --bench lcb-v6` on the scripted coder (a fenced `print(1)` or `print(2)`): the base model
+    writes test inputs once, every step runs the policy's programs in the sandbox, the reward is agreement with
+    the selected behaviour class."""
     run = tmp_path / "code"
     args = ["run", "--method", "ttrl", "--preset", "cpu", "--bench", "lcb-v6", "--data-dir", str(shared_data)]
-    args += ["--limit", "2", "--steps", "2", "--n", "2", "--quiet", "--out", str(run)]
-    # About 1 in 10 of the embedded model's 64-token samples holds a program: 48 votes make a run without any
-    # (and so without a sandbox line) a 0.6% event, where 16 of 48 tokens made it one run in four
-    for option in ("prompts_per_step=2", "mini_batch_prompts=2", "n_vote=12", "n_train=2", "max_response=64"):
+    args += ["--limit", "2", "--steps", "2", "--n", "2", "--quiet", "--out", str(run), "--model", scripted_coder]
+    for option in ("prompts_per_step=2", "mini_batch_prompts=2", "n_vote=6", "n_train=2", "max_response=24"):
         args += ["--method-opt", option]
     done = subprocess.run([sys.executable, "-m", "testtime.cli", *args], capture_output=True, text=True, timeout=1700)
     assert done.returncode == 0, done.stderr[-3000:]
