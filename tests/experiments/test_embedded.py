@@ -1,4 +1,6 @@
-"""End to end on the embedded model (SmolLM2-135M through transformers, offline): the real thing."""
+"""End to end through transformers, offline: majority on the embedded model (SmolLM2-135M, the real thing:
+its few-shot answers parse); the code pipeline, TRT's loop and the ablation grid on the tiny scripted models
+(`tests/tiny_model.py`), whose every sample carries an answer or a program, so the mechanics run in seconds."""
 
 from __future__ import annotations
 
@@ -35,12 +37,17 @@ def test_majority_on_arith_with_the_embedded_model(tmp_path: Path, testtime_cli:
     assert 0.0 <= summary["pass@1"]["mean"] <= 1.0 and summary["model"] == "hf:smollm2-135m"
 
 
-def test_majority_on_lcb_with_the_embedded_model(
-    tmp_path: Path, shared_data: Path, testtime_cli: Callable[..., Any], open_sandbox_or_skip: object
+def test_majority_on_lcb_with_a_local_model(
+    tmp_path: Path,
+    shared_data: Path,
+    testtime_cli: Callable[..., Any],
+    open_sandbox_or_skip: object,
+    scripted_coder: str,
 ) -> None:
-    """The 135M model will not solve these; the pipeline must sample, select in the sandbox and grade."""
+    """No program here solves these; the pipeline must sample, select in the sandbox and grade."""
     out = tmp_path / "run"
     args = "run --method majority --bench lcb-v6 --limit 3 --n 2 --max-tokens 96 --quiet --method-opt test_inputs=3"
+    args += f" --model {scripted_coder}"
     result = testtime_cli(
         *args.split(),
         "--data-dir",
@@ -75,10 +82,12 @@ def test_majority_on_lcb_with_the_embedded_model(
     assert 6 <= summary["ledger"]["calls"] <= 9 and summary["ledger"]["errors"] == 0
 
 
-def test_trt_on_arith_with_the_embedded_model(tmp_path: Path, testtime_cli: Callable[..., Any]) -> None:
-    """T=2, K=2 on the real model: strategies and reflections will rarely parse at 135M; the loop must cope."""
+def test_trt_on_arith_with_a_local_model(tmp_path: Path, testtime_cli: Callable[..., Any], scripted_model: str) -> None:
+    """T=2, K=2: the scripted model writes no strategy or reflection that parses (nor does a 135M one, mostly);
+    the loop must cope."""
     out = tmp_path / "run"
-    args = "run --method trt --bench arith --limit 2 -T 2 -K 2 --max-tokens 40 --quiet --out".split()
+    args = f"run --method trt --bench arith --limit 2 -T 2 -K 2 --max-tokens 40 --quiet --model {scripted_model} --out"
+    args = args.split()
     result = testtime_cli(*args, str(out), cwd=tmp_path, env={"HF_HUB_OFFLINE": "1"}, timeout=1200)
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
@@ -89,9 +98,12 @@ def test_trt_on_arith_with_the_embedded_model(tmp_path: Path, testtime_cli: Call
     assert sorted(r["round"] for r in rounds) == [0, 0, 1, 1, 2, 2]
 
 
-def test_a_tiny_depth_width_ablation_with_the_embedded_model(tmp_path: Path, testtime_cli: Callable[..., Any]) -> None:
+def test_a_tiny_depth_width_ablation_with_a_local_model(
+    tmp_path: Path, testtime_cli: Callable[..., Any], scripted_model: str
+) -> None:
     out = tmp_path / "grid"
     args = "ablate depth-width --bench arith --limit 2 -T 2 --widths 1,2 --majority-n 4 --max-tokens 32"
+    args += f" --model {scripted_model}"
     args += " --rsa-opt population=2 --rsa-opt aggregate=2 --rsa-opt steps=2"
     result = testtime_cli(
         *args.split(), "--out", str(out), "--quiet", cwd=tmp_path, env={"HF_HUB_OFFLINE": "1"}, timeout=1500
