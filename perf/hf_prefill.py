@@ -21,6 +21,7 @@ import asyncio
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -40,10 +41,13 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--smoke", action="store_true", help="a tiny size, to prove the script still runs (CI)")
+    parser.add_argument(
+        "--model", type=Path, default=None, help="a transformers folder in place of the embedded model (CI: a tiny one)"
+    )
     args = parser.parse_args()
     if args.smoke:
         args.n, args.tokens, args.repeats = 2, 4, 1
-    path = embedded_model_dir("smollm2-135m")
+    path = args.model or embedded_model_dir("smollm2-135m")
     tokenizer = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
     benchmark = Arith()
@@ -69,7 +73,7 @@ def main() -> None:
                 input_ids=ids.repeat_interleave(args.n, 0), attention_mask=mask.repeat_interleave(args.n, 0), **options
             )
 
-    backend = HFModel(str(path), name="hf:smollm2-135m")
+    backend = HFModel(str(path), name=f"hf:{path}")
     backend.load()
     loop = asyncio.new_event_loop()
 

@@ -81,10 +81,10 @@ def memory_part(out: Path, arrivals: int) -> list[str]:
     return rows
 
 
-def ttrl_part(out: Path, arrivals: int, smoke: bool) -> list[str]:
+def ttrl_part(out: Path, arrivals: int, smoke: bool, model: Path | None) -> list[str]:
     online = ["--method-opt", "update_every=2", "--method-opt", "update_steps=1"] if smoke else []
     steps = "1" if smoke else "16"  # online: arrivals / update_every updates × update_steps rollout steps
-    stream = ("--stream", "--bench", "arith", "--limit", str(arrivals))
+    stream = ("--stream", "--bench", "arith", "--limit", str(arrivals), *(("--model", f"hf:{model}") if model else ()))
     cpu = PRESETS["cpu"]  # the baseline samples as online TTRL answers: the preset's evaluation sampling
     sampling = ("--n", str(cpu["eval_samples"]), "--temperature", str(cpu["eval_temperature"]),
                 "--top-p", str(cpu["eval_top_p"]), "--max-tokens", str(cpu["max_response"]))  # fmt: skip
@@ -110,6 +110,12 @@ def main() -> None:
     parser.add_argument("--part", choices=("memory", "ttrl", "all"), default="all")
     parser.add_argument("--out", type=Path, default=None, help="where the runs go (default: a temporary folder)")
     parser.add_argument("--smoke", action="store_true", help="a tiny size, to prove the script still runs (CI)")
+    parser.add_argument(
+        "--model",
+        type=Path,
+        default=None,
+        help="a transformers folder for the ttrl part in place of the embedded model (CI: a tiny one)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="stream-") as scratch:  # runs hold weights: kept only under --out
         out = args.out or Path(scratch)
@@ -117,7 +123,7 @@ def main() -> None:
         if args.part in ("memory", "all"):
             rows += memory_part(out, 4 if args.smoke else 32)
         if args.part in ("ttrl", "all"):
-            rows += ttrl_part(out, 2 if args.smoke else 32, args.smoke)
+            rows += ttrl_part(out, 2 if args.smoke else 32, args.smoke, args.model)
     print("| run | prequential accuracy [95% CI] | by quarter of the stream | tokens | train steps |")
     print("|---|---|---|---|---|")
     print("\n".join(rows))

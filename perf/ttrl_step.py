@@ -19,6 +19,7 @@ import contextlib
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -41,10 +42,13 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--tokens", type=int, default=TOKENS, help="new tokens per rollout (the miniature's: 32)")
     parser.add_argument("--smoke", action="store_true", help="a tiny size, to prove the script still runs (CI)")
+    parser.add_argument(
+        "--model", type=Path, default=None, help="a transformers folder in place of the embedded model (CI: a tiny one)"
+    )
     args = parser.parse_args()
     if args.smoke:
         args.repeats, args.tokens = 1, 4
-    path = embedded_model_dir("smollm2-135m")
+    path = args.model or embedded_model_dir("smollm2-135m")
     tokenizer = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).train()
     add_fused_lm_head(model, outputs=("log_probs", "entropy"))

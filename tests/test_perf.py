@@ -21,6 +21,9 @@ NEEDS = {  # what a script needs beyond the base install; without it, it is skip
 }
 
 
+TAKES_A_MODEL = ("hf_prefill.py", "ttrl_step.py", "stream.py")
+
+
 def test_every_script_takes_smoke() -> None:
     assert SCRIPTS, "no perf scripts found"
     for name in SCRIPTS:
@@ -30,7 +33,7 @@ def test_every_script_takes_smoke() -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("name", SCRIPTS)
-def test_script_runs_at_its_smoke_size(name: str, shared_data: Path) -> None:
+def test_script_runs_at_its_smoke_size(name: str, shared_data: Path, request: pytest.FixtureRequest) -> None:
     need = NEEDS.get(name)
     if need in ("torch", "trl"):
         pytest.importorskip(need)
@@ -50,6 +53,8 @@ def test_script_runs_at_its_smoke_size(name: str, shared_data: Path) -> None:
     args = [sys.executable, str(PERF / name), "--smoke"]
     if name == "grading.py":
         args += ["--data-dir", str(shared_data)]
+    if name in TAKES_A_MODEL:  # the smoke size proves the script runs: the tiny scripted model will do
+        args += ["--model", request.getfixturevalue("scripted_model").removeprefix("hf:")]
     done = subprocess.run(args, capture_output=True, text=True, timeout=850)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip(), f"{name} printed no table"
