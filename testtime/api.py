@@ -18,10 +18,15 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from testtime.benchmarks.base import BENCHMARKS, Benchmark, Grade, SealedReferences
+from testtime.benchmarks.dataset import grade_answer
+from testtime.core.answers import equivalent, extract_answer
+from testtime.core.answers.freeform import final_reply
 from testtime.core.asyncs import off_loop
 from testtime.core.errors import UserError
 from testtime.core.model import LanguageModel
 from testtime.core.options import Options, flag
+from testtime.core.plugins import load_plugins, use_plugin_files
+from testtime.core.programs import extract_program
 from testtime.core.records import Candidate, Completion, Message, Problem, Reference, SamplingParams
 from testtime.core.results import ProblemResult, ResultRecord, Selection
 from testtime.evaluation.labelfree import Prediction
@@ -65,14 +70,21 @@ __all__ = [
     "SelectionContext",
     "Selector",
     "UserError",
+    "equivalent",
     "execute_run",
+    "extract_answer",
+    "extract_program",
+    "final_reply",
     "flag",
+    "grade_answer",
+    "load_plugins",
     "load_runs",
     "make_candidates",
     "open_run",
     "replay",
     "resume",
     "run_method",
+    "use_plugin_files",
 ]
 
 T = TypeVar("T")

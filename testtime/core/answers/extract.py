@@ -56,6 +56,7 @@ def last_boxed(text: str) -> str | None:
 
 
 def extract_answer(text: str) -> str | None:
+    """The last well-formed `\\boxed{}` (or `\\fbox{}`) after any reasoning trace; None when there is none."""
     final = strip_reasoning(text)
     if final is None:
         return None
