@@ -14,6 +14,8 @@ _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)
 
 
 def extract_program(text: str) -> str | None:
+    """The last fenced block (a Python one where there are several languages) after any reasoning trace; None
+    when there is none or it is empty."""
     final = strip_reasoning(text)
     if final is None:
         return None
