@@ -90,6 +90,16 @@ def scripted_coder(tmp_path_factory: pytest.TempPathFactory) -> str:
     return f"hf:{build_scripted_model(tmp_path_factory.mktemp('scripted-coder'), 'code')}"
 
 
+@pytest.fixture(scope="session")
+def random_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder of a tiny random Llama (`tests/tiny_model.py`): for tests that compare two computations of
+    one model, which any model proves in milliseconds."""
+    pytest.importorskip("torch")
+    from tests.tiny_model import build_random_model
+
+    return build_random_model(tmp_path_factory.mktemp("random-model"))
+
+
 @pytest.fixture(scope="module")
 def open_sandbox_or_skip() -> Iterator[Sandbox]:
     """A started sandbox (Docker, else bubblewrap); tests that need one skip where neither can run."""

@@ -81,7 +81,7 @@ def _plugin(tmp_path: Path, text: str = PLUGIN, name: str = "extras.py") -> Path
 
 
 def test_a_plugin_file_adds_every_kind_of_extension_to_list(tmp_path: Path, testtime_cli) -> None:
-    result = testtime_cli("--plugin", str(_plugin(tmp_path)), "list")
+    result = testtime_cli("--plugin", str(_plugin(tmp_path)), "list", env={"COLUMNS": "500"})  # a path, unwrapped
     assert result.returncode == 0, result.stderr
     listed = result.stdout
     for kind, name in [("method", "shout"), ("selector", "last"), ("benchmark", "sevens"), ("model provider", "seven")]:

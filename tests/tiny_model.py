@@ -62,3 +62,31 @@ def build_scripted_model(folder: Path, domain: str = "math") -> Path:
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+def build_random_model(folder: Path, eos_boost: float = 4.0) -> Path:
+    """A tiny Llama with random weights and the embedded tokenizer, for tests that compare two computations
+    of one model (a shared prefill against generating alone, statistics from a forward pass against those at
+    generation, seeds against concurrency): any model will do, a small one in milliseconds. Its end-of-turn
+    token is favoured in some states (`eos_boost`), so completions end at different lengths."""
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    from testtime.models.hf import embedded_model_dir
+
+    tokenizer = AutoTokenizer.from_pretrained(embedded_model_dir("smollm2-135m"))
+    end = tokenizer.eos_token_id
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096, tie_word_embeddings=False,
+        initializer_range=0.2, bos_token_id=tokenizer.bos_token_id, eos_token_id=end,
+        pad_token_id=tokenizer.pad_token_id,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config)
+    with torch.no_grad():
+        model.lm_head.weight[end] *= eos_boost
+    model.generation_config.eos_token_id = end
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder

@@ -62,14 +62,15 @@ def test_the_same_run_at_concurrency_1_and_8_draws_the_same_samples_and_problems
 
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs the local extra (torch)")
-def test_hf_samples_do_not_depend_on_the_concurrency(testtime_cli: Cli, tmp_path: Path) -> None:
+def test_hf_samples_do_not_depend_on_the_concurrency(testtime_cli: Cli, tmp_path: Path, random_model: Path) -> None:
     """Each sample draws from a generator of its own: before, a batch shared one, seeded by its first row."""
     texts = []
     for concurrency in (1, 8):
         out = tmp_path / f"c{concurrency}"
         done = testtime_cli(
             "run", "--bench", "arith", "--limit", "2", "--n", "4", "--max-tokens", "12", "--temperature", "0.9",
-            "--concurrency", str(concurrency), "--out", str(out), "--quiet", env={"HF_HUB_OFFLINE": "1"}, timeout=900,
+            "--concurrency", str(concurrency), "--out", str(out), "--quiet", "--model", f"hf:{random_model}",
+            env={"HF_HUB_OFFLINE": "1"}, timeout=900,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr[-2000:]
         records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]

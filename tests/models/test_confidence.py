@@ -1,5 +1,5 @@
 """Token statistics from one forward pass equal what the model's distribution was while it generated: the
-chosen tokens' log-probabilities, entropy and self-certainty, on the embedded model, for completions of
+chosen tokens' log-probabilities, entropy and self-certainty, on a tiny random model, for completions of
 different lengths in one chunk (right padding must not leak into a shorter row)."""
 
 from __future__ import annotations
@@ -9,16 +9,16 @@ import math
 import pytest
 
 from testtime.models.confidence import completion_stats
-from testtime.models.hf import HFModel, embedded_model_dir
+from testtime.models.hf import HFModel
 from testtime.models.prefill import through_end
 
 
 @pytest.mark.parametrize("temperature", [1.0, 0.6])
-def test_stats_from_a_forward_pass_equal_those_at_generation(temperature: float) -> None:
+def test_stats_from_a_forward_pass_equal_those_at_generation(temperature: float, random_model) -> None:
     """At the temperature the samples were drawn at (TTRL's rollouts use 0.6 for non-Math models): the
     distribution is softmax(logits / T), and the statistics must be of that one."""
     torch = pytest.importorskip("torch")
-    built = HFModel(str(embedded_model_dir("smollm2-135m")), name="hf:smollm2-135m")
+    built = HFModel(str(random_model), name="hf:tiny-random")
     built.load()
     model, tokenizer = built._model, built._tokenizer
     question = [{"role": "user", "content": "What is 12 + 30? Answer in one word."}]

@@ -1,23 +1,25 @@
-"""The transformers backend on the embedded model: n samples of one prompt share its prefill, and what they
-generate is what each would get alone (greedy: the same tokens; the accounting: every sample its own prompt)."""
+"""The transformers backend, on a tiny random model (what is compared is two computations of one model): n
+samples of one prompt share its prefill, and what they generate is what each would get alone (greedy: the
+same tokens; the accounting: every sample its own prompt)."""
 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
 from testtime.core.records import Message, SamplingParams
 from testtime.models.batching import BatchRow
-from testtime.models.hf import HFModel, embedded_model_dir
+from testtime.models.hf import HFModel
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def model() -> HFModel:
+def model(random_model: Path) -> HFModel:
     pytest.importorskip("transformers")
-    built = HFModel(str(embedded_model_dir("smollm2-135m")), name="hf:smollm2-135m")
+    built = HFModel(str(random_model), name="hf:tiny-random")
     built.load()
     return built
 
@@ -68,8 +70,12 @@ def test_one_sample_requests_of_one_prompt_share_its_prefill_and_keep_their_orde
     assert [c.text for c in result[1] + result[3]] == [alone[b]] * 2
 
 
-def test_generation_never_runs_past_the_models_context(model: HFModel, monkeypatch) -> None:
+def test_generation_never_runs_past_the_models_context(tmp_path: Path, monkeypatch) -> None:
     """A budget far beyond the context (TRT's default on a small model) stops where the positions end."""
+    from tests.tiny_model import build_random_model
+
+    model = HFModel(str(build_random_model(tmp_path, eos_boost=0.0)), name="hf:endless")  # never ends a turn
+    model.load()
     monkeypatch.setattr(model._model.config, "max_position_embeddings", 64)
     prompt = "Write a long story about a dragon who learns to count."
     [[completion]] = model._run_batch(_rows([(prompt, 1)], SamplingParams(temperature=0.0, max_tokens=10**6)))

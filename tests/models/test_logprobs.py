@@ -151,13 +151,13 @@ def test_a_backend_without_log_probs_is_refused_in_one_line() -> None:
 
 
 @pytest.mark.slow
-def test_hf_statistics_equal_the_logits_generate_produced() -> None:
+def test_hf_statistics_equal_the_logits_generate_produced(random_model) -> None:
     torch = pytest.importorskip("torch")
     from testtime.models.batching import BatchRow
-    from testtime.models.hf import HFModel, embedded_model_dir
+    from testtime.models.hf import HFModel
     from testtime.models.prefill import through_end
 
-    model = HFModel(str(embedded_model_dir("smollm2-135m")), name="hf:smollm2-135m")
+    model = HFModel(str(random_model), name="hf:tiny-random")
     model.load()
     questions = ["What is 37 + 48? Box the answer.", "What is 2 + 2?"]
     greedy = SamplingParams(temperature=0.0, max_tokens=12, logprobs=0)

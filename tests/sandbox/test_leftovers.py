@@ -17,6 +17,10 @@ from testtime.sandbox.choose import open_sandbox
 from testtime.sandbox.owner import leftovers, owner_state
 from testtime.sandbox.probes import DAEMON
 
+# Any sandbox that starts reaps every dead owner's leftovers: beside a parallel test, the killed run these make
+# would be cleaned by a stranger before they look.
+pytestmark = pytest.mark.serial
+
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -32,14 +32,12 @@ def test_a_batch_that_is_not_whole_groups_is_refused():
 
 
 @pytest.mark.slow
-def test_trained_samples_are_what_trl_generates_and_extras_ride_along():
+def test_trained_samples_are_what_trl_generates_and_extras_ride_along(random_model):
     pytest.importorskip("trl")
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
-    from testtime.models.hf import embedded_model_dir
-
-    path = embedded_model_dir("smollm2-135m")
+    path = random_model
     tokenizer = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     benchmark = Arith()

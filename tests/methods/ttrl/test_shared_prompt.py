@@ -16,15 +16,13 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def policy():
+def policy(random_model):
     pytest.importorskip("trl")
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl.trainer.utils import add_fused_lm_head
 
-    from testtime.models.hf import embedded_model_dir
-
-    path = embedded_model_dir("smollm2-135m")
+    path = random_model
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     add_fused_lm_head(model, outputs=("log_probs", "entropy"))  # as GRPOTrainer patches its model
     return model.train(), AutoTokenizer.from_pretrained(path)
