@@ -67,9 +67,39 @@ def interrupt_cli() -> Callable[..., subprocess.CompletedProcess[str]]:
 
 
 @pytest.fixture
-def testtime_cli() -> Callable[..., subprocess.CompletedProcess[str]]:
-    """Run `testtime ARGS...` as a user would: a fresh process, output captured."""
+def testtime_process() -> Callable[..., subprocess.CompletedProcess[str]]:
+    """Run `testtime ARGS...` as a user would: a fresh process, output captured. For what a process boundary
+    proves: registries as a fresh process fills them (plugins), the terminal's width, signals, exit by crash."""
     return _run_cli
+
+
+@pytest.fixture
+def testtime_cli(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """Run `testtime ARGS...` in this process (the command's `main`, its exit status, its stdout and stderr):
+    the same code path as the installed command without paying Python's and the libraries' start again."""
+
+    def run(
+        *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        from testtime.cli import main
+
+        with monkeypatch.context() as patch:
+            if cwd is not None:
+                patch.chdir(cwd)
+            for name, value in (env or {}).items():
+                patch.setenv(name, value)
+            capsys.readouterr()
+            try:
+                main(list(args))
+                status = 0
+            except SystemExit as exc:
+                status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+            captured = capsys.readouterr()
+        return subprocess.CompletedProcess(["testtime", *args], status, captured.out, captured.err)
+
+    return run
 
 
 @pytest.fixture(scope="session")

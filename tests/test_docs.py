@@ -15,6 +15,7 @@ import re
 import shlex
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,8 +84,23 @@ def test_the_site_builds_in_strict_mode(tmp_path: Path) -> None:
     assert "run_method" in api and "GroupReward" in api
 
 
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[], None]]:
+    """Starts, on first call, the one server every serving page's clients talk to; stops it after the module."""
+    started: list[subprocess.Popen[bytes]] = []
+
+    def ensure() -> None:
+        if not started:
+            started.append(_serve_embedded(tmp_path_factory.mktemp("served")))
+
+    yield ensure
+    for server in started:
+        server.terminate()
+        server.wait(timeout=60)
+
+
 @pytest.mark.parametrize("page", [p for p in PAGES if any(b.language == "python" for b in blocks(p))], ids=_name)
-def test_python_blocks_run(page: Path, tmp_path: Path) -> None:
+def test_python_blocks_run(page: Path, tmp_path: Path, served: Callable[[], None]) -> None:
     # the first hour reads the runs the quickstart made: make one, as it would
     script = ["import testtime; testtime.run_method('majority', model='fake:echo', n=2, limit=3, out='runs/first')"]
     for block in blocks(page):
@@ -94,15 +110,11 @@ def test_python_blocks_run(page: Path, tmp_path: Path) -> None:
             (tmp_path / block.title).write_text(block.body)
             continue
         script.append(f"# {_name(page)}:{block.line}\n{block.body}")
-    server = _serve_embedded(tmp_path) if SERVED in "".join(script) else None
-    try:
-        ran = subprocess.run(
-            [sys.executable, "-c", "\n".join(script)], cwd=tmp_path, capture_output=True, text=True, timeout=600
-        )
-    finally:
-        if server is not None:
-            server.terminate()
-            server.wait(timeout=60)
+    if SERVED in "".join(script):
+        served()
+    ran = subprocess.run(
+        [sys.executable, "-c", "\n".join(script)], cwd=tmp_path, capture_output=True, text=True, timeout=600
+    )
     assert ran.returncode == 0, ran.stderr[-3000:]
 
 
@@ -113,7 +125,7 @@ def _serve_embedded(folder: Path) -> subprocess.Popen[bytes]:
     import urllib.request
 
     command = [sys.executable, "-m", "testtime.cli", "serve", "--port", SERVED.rsplit(":", 1)[1].split("/")[0],
-               "--max-tokens", "24", "--out", str(folder / "served"), "--quiet"]  # fmt: skip
+               "--max-tokens", "8", "--out", str(folder / "served"), "--quiet"]  # fmt: skip
     server = subprocess.Popen(command, cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 180
     while time.time() < deadline:

@@ -80,8 +80,8 @@ def _plugin(tmp_path: Path, text: str = PLUGIN, name: str = "extras.py") -> Path
     return path
 
 
-def test_a_plugin_file_adds_every_kind_of_extension_to_list(tmp_path: Path, testtime_cli) -> None:
-    result = testtime_cli("--plugin", str(_plugin(tmp_path)), "list", env={"COLUMNS": "500"})  # a path, unwrapped
+def test_a_plugin_file_adds_every_kind_of_extension_to_list(tmp_path: Path, testtime_process) -> None:
+    result = testtime_process("--plugin", str(_plugin(tmp_path)), "list", env={"COLUMNS": "500"})  # a path, unwrapped
     assert result.returncode == 0, result.stderr
     listed = result.stdout
     for kind, name in [("method", "shout"), ("selector", "last"), ("benchmark", "sevens"), ("model provider", "seven")]:
@@ -90,10 +90,10 @@ def test_a_plugin_file_adds_every_kind_of_extension_to_list(tmp_path: Path, test
     assert "warning" not in result.stderr
 
 
-def test_a_plugin_method_runs_on_a_plugin_benchmark_with_a_plugin_model(tmp_path: Path, testtime_cli) -> None:
+def test_a_plugin_method_runs_on_a_plugin_benchmark_with_a_plugin_model(tmp_path: Path, testtime_process) -> None:
     out = tmp_path / "run"
     # --plugin after the command, as lighteval's --custom-tasks; the method's own flag (--loud) is accepted
-    result = testtime_cli(
+    result = testtime_process(
         "run", "--method", "shout", "--bench", "sevens", "--model", "seven:", "--loud", "--out", str(out), "--quiet",
         "--plugin", str(_plugin(tmp_path)),
     )  # fmt: skip
@@ -104,15 +104,15 @@ def test_a_plugin_method_runs_on_a_plugin_benchmark_with_a_plugin_model(tmp_path
     assert manifest["method"]["loud"] is True
 
 
-def test_run_help_lists_a_plugin_methods_flags(tmp_path: Path, testtime_cli) -> None:
-    result = testtime_cli("run", "--help", "--plugin", str(_plugin(tmp_path)))
+def test_run_help_lists_a_plugin_methods_flags(tmp_path: Path, testtime_process) -> None:
+    result = testtime_process("run", "--help", "--plugin", str(_plugin(tmp_path)))
     assert result.returncode == 0, result.stderr
     assert "--method shout: --loud" in " ".join(result.stdout.split())
 
 
-def test_a_plugin_selector_and_reward_are_chosen_by_name(tmp_path: Path, testtime_cli) -> None:
+def test_a_plugin_selector_and_reward_are_chosen_by_name(tmp_path: Path, testtime_process) -> None:
     out = tmp_path / "run"
-    result = testtime_cli(
+    result = testtime_process(
         "run", "--method", "majority", "--selector", "last", "--bench", "sevens", "--model", "seven:", "--n", "2",
         "--out", str(out), "--quiet", "--plugin", str(_plugin(tmp_path)),
     )  # fmt: skip
@@ -148,10 +148,10 @@ def test_testtime_plugins_in_the_environment_reaches_the_python_api(tmp_path: Pa
     assert result.stdout.split() == ["1.0", "7"]
 
 
-def test_a_broken_plugin_is_one_line_and_other_commands_go_on(tmp_path: Path, testtime_cli) -> None:
+def test_a_broken_plugin_is_one_line_and_other_commands_go_on(tmp_path: Path, testtime_process) -> None:
     broken = _plugin(tmp_path, "import not_a_module_anywhere\n", "broken.py")
     raising = _plugin(tmp_path, "raise SystemExit('plugins must not exit the host')\n", "exits.py")
-    result = testtime_cli("--plugin", str(broken), "--plugin", str(raising), "list")
+    result = testtime_process("--plugin", str(broken), "--plugin", str(raising), "list")
     assert result.returncode == 0, result.stderr
     assert "majority" in result.stdout  # the built-ins are all there
     lines = [line for line in result.stderr.splitlines() if line.strip()]
@@ -161,7 +161,7 @@ def test_a_broken_plugin_is_one_line_and_other_commands_go_on(tmp_path: Path, te
     assert "Traceback" not in result.stderr
 
 
-def test_a_plugin_reusing_a_builtin_name_fails_alone(tmp_path: Path, testtime_cli) -> None:
+def test_a_plugin_reusing_a_builtin_name_fails_alone(tmp_path: Path, testtime_process) -> None:
     clash = textwrap.dedent(
         """
         from testtime.api import METHODS, PerProblem
@@ -174,7 +174,7 @@ def test_a_plugin_reusing_a_builtin_name_fails_alone(tmp_path: Path, testtime_cl
         """
     )
     out = tmp_path / "run"
-    result = testtime_cli(
+    result = testtime_process(
         "--plugin", str(_plugin(tmp_path, clash, "clash.py")), "run", "--bench", "arith", "--limit", "2",
         "--model", "fake:echo", "--out", str(out), "--quiet",
     )  # fmt: skip
@@ -184,7 +184,7 @@ def test_a_plugin_reusing_a_builtin_name_fails_alone(tmp_path: Path, testtime_cl
     assert summary["method"] == "majority" and summary["problems"] == 2 and summary["error_rate"] == 0
 
 
-def test_a_builtin_that_loads_after_a_plugin_took_its_name_takes_it_back(tmp_path: Path, testtime_cli) -> None:
+def test_a_builtin_that_loads_after_a_plugin_took_its_name_takes_it_back(tmp_path: Path, testtime_process) -> None:
     # plugins load after the first package's built-ins (methods); a benchmark's name may be free for a moment
     squatter = textwrap.dedent(
         """
@@ -196,7 +196,7 @@ def test_a_builtin_that_loads_after_a_plugin_took_its_name_takes_it_back(tmp_pat
         """
     )
     out = tmp_path / "run"
-    result = testtime_cli(
+    result = testtime_process(
         "--plugin", str(_plugin(tmp_path, squatter, "squat.py")), "run", "--bench", "arith", "--limit", "2",
         "--model", "fake:echo", "--out", str(out), "--quiet",
     )  # fmt: skip
@@ -205,29 +205,31 @@ def test_a_builtin_that_loads_after_a_plugin_took_its_name_takes_it_back(tmp_pat
     assert json.loads((out / "config.json").read_text())["benchmark"]["digits"] == 2  # the built-in arith
 
 
-def test_a_missing_plugin_file_is_a_user_error(tmp_path: Path, testtime_cli) -> None:
-    result = testtime_cli("--plugin", str(tmp_path / "nowhere.py"), "list")
+def test_a_missing_plugin_file_is_a_user_error(tmp_path: Path, testtime_process) -> None:
+    result = testtime_process("--plugin", str(tmp_path / "nowhere.py"), "list")
     assert result.returncode == 2
     assert result.stderr.strip() == f"error: --plugin {tmp_path / 'nowhere.py'}: not a readable .py file"
 
 
-def test_resuming_a_plugin_run_without_its_plugin_says_how(tmp_path: Path, testtime_cli) -> None:
+def test_resuming_a_plugin_run_without_its_plugin_says_how(tmp_path: Path, testtime_process) -> None:
     out = tmp_path / "run"
     plugin = str(_plugin(tmp_path))
-    first = testtime_cli(
+    first = testtime_process(
         "run", "--method", "shout", "--bench", "sevens", "--model", "seven:", "--out", str(out), "--quiet",
         "--plugin", plugin, "--max-tokens-total", "1",
     )  # fmt: skip
     assert first.returncode == 0, first.stderr
-    again = testtime_cli("run", "--resume", str(out), "--quiet")
+    again = testtime_process("run", "--resume", str(out), "--quiet")
     assert again.returncode == 2 and "Traceback" not in again.stderr
     assert "unknown benchmark 'sevens'" in again.stderr and "--plugin FILE.py" in again.stderr
-    resumed = testtime_cli("run", "--resume", str(out), "--quiet", "--plugin", plugin, "--max-tokens-total", "100000")
+    resumed = testtime_process(
+        "run", "--resume", str(out), "--quiet", "--plugin", plugin, "--max-tokens-total", "100000"
+    )
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads((out / "summary.json").read_text())["problems"] == 3
 
 
-def test_an_installed_packages_entry_points_register_by_name(tmp_path: Path, testtime_cli) -> None:
+def test_an_installed_packages_entry_points_register_by_name(tmp_path: Path, testtime_process) -> None:
     site = tmp_path / "site"
     (site / "ttplug").mkdir(parents=True)
     (site / "ttplug" / "__init__.py").write_text(PLUGIN)
@@ -240,12 +242,12 @@ def test_an_installed_packages_entry_points_register_by_name(tmp_path: Path, tes
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ttplug\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text("[testtime]\nextras = ttplug\nlate = ttplug.late:register\n")
     env = {"PYTHONPATH": str(site)}
-    listed = testtime_cli("list", env=env)
+    listed = testtime_process("list", env=env)
     assert listed.returncode == 0, listed.stderr
     assert " shout " in listed.stdout and " late-single " in listed.stdout
     assert "extras (ttplug, from ttplug)" in " ".join(listed.stdout.split())
     out = tmp_path / "run"
-    ran = testtime_cli(
+    ran = testtime_process(
         "run", "--method", "late-single", "--bench", "sevens", "--model", "seven:", "--out", str(out), "--quiet",
         env=env,
     )  # fmt: skip

@@ -116,11 +116,11 @@ def test_a_killed_driver_resumes_only_the_unfinished_shards(cluster: object, uns
     assert len(done_before) >= 3 and later and not {e.problem_id for e in later} & done_before
 
 
-def test_without_ray_the_flag_is_a_one_line_error(testtime_cli: Callable, tmp_path: Path) -> None:
+def test_without_ray_the_flag_is_a_one_line_error(testtime_process: Callable, tmp_path: Path) -> None:
     shim = tmp_path / "shim"
     shim.mkdir()
     (shim / "ray.py").write_text("raise ImportError('No module named ray')\n")
-    done = testtime_cli(
+    done = testtime_process(  # a process of its own: the shim must shadow Ray before anything imports it
         *RUN, "--model", "fake:echo", "--ray", "local", "--out", str(tmp_path / "r"), env={"PYTHONPATH": str(shim)}
     )
     assert done.returncode != 0 and "Traceback" not in done.stderr
