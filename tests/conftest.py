@@ -102,6 +102,16 @@ def testtime_cli(
     return run
 
 
+@pytest.fixture
+def fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Retries back off in milliseconds, not seconds (the count, the ledger lines and the errors are unchanged):
+    for tests that make a run fail on purpose in this process."""
+    from testtime.core.rollout import RetryPolicy
+
+    original = RetryPolicy.delay
+    monkeypatch.setattr(RetryPolicy, "delay", lambda self, attempt, after: original(self, attempt, after) / 100)
+
+
 @pytest.fixture(scope="session")
 def scripted_model(tmp_path_factory: pytest.TempPathFactory) -> str:
     """`hf:<folder>` of the tiny scripted model (`tests/tiny_model.py`): TTRL's mechanics in seconds."""

@@ -27,6 +27,8 @@ MALFORMED = {
 }
 PROVIDERS = ("openai:mock", "litellm:openai/mock")
 
+pytestmark = pytest.mark.usefixtures("fast_retries")  # the failures are the point, not the waits
+
 
 def _body(value: Any) -> bytes:
     return value.encode() if isinstance(value, str) else json.dumps(value).encode()

@@ -10,12 +10,16 @@ from collections.abc import Callable
 from pathlib import Path
 from subprocess import CompletedProcess
 
+import pytest
+
 from testtime.core.ledger import read_entries
 from testtime.models.mock_server import MockChatServer
 
 Cli = Callable[..., CompletedProcess[str]]
 SECRET = "sk-proj-" + "Q7" * 20
 RUN = "run --method majority --bench arith --quiet --model litellm:openai/mock".split()
+
+pytestmark = pytest.mark.usefixtures("fast_retries")  # the failures are the point, not the waits
 
 
 def run(cli: Cli, server: MockChatServer, out: Path, *args: str) -> CompletedProcess[str]:
