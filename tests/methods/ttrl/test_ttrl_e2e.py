@@ -171,3 +171,17 @@ def test_ttrl_trains_on_an_unlabelled_file_and_writes_its_model_and_predictions(
     assert all(p["method"] == "ttrl" and p["samples"] == 2 for p in predictions)
     assert all(p["confidence"] is None or 0 <= p["confidence"] <= 1 for p in predictions)
     assert all(p["step"] == 1 for p in predictions)  # every answer came from the weights after step 1
+
+
+@pytest.mark.slow
+def test_two_runs_in_one_process_each_log_to_their_own_tensorboard(tmp_path, scripted_model, testtime_cli):
+    """From the API or a notebook, one process runs TTRL twice: the second run's tracker logs land in its own
+    directory (the first run's folder once stayed in the environment, and took them)."""
+    for name in ("first", "second"):
+        args = ["run", "--method", "ttrl", "--preset", "cpu", "--bench", "arith", "--bench-opt", "size=2"]
+        args += ["--steps", "1", "--n", "1", "--model", scripted_model, "--out", str(tmp_path / name), "--quiet"]
+        for option in ("prompts_per_step=2", "mini_batch_prompts=2", "n_vote=2", "n_train=2", "report_to=tensorboard"):
+            args += ["--method-opt", option]
+        done = testtime_cli(*args)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert list((tmp_path / name / "ttrl" / "tensorboard").glob("**/events.out.tfevents*")), name

@@ -51,6 +51,9 @@ TRL_METRICS = {
 }
 
 
+TENSORBOARD = "TENSORBOARD_LOGGING_DIR"
+
+
 def require_trl() -> None:
     """Fail before a run directory exists when the training extra is missing."""
     require("ttrl", "train", "torch", "trl", "datasets")
@@ -167,7 +170,18 @@ def train_ttrl(job: TrainingJob) -> Path | None:
     """Train with the selection reward until the configured steps (or a collapse stop); returns `ttrl/final`,
     or None when a stop signal ended training early (its last step checkpointed: `--resume` continues)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TENSORBOARD_LOGGING_DIR", str(job.root / "tensorboard"))  # in the run directory
+    # TRL's tensorboard callback reads its folder from the environment: this run's, for this run only (a second
+    # run in one process, from the API, must not log into the first's), unless the user chose one
+    chosen = os.environ.get(TENSORBOARD)
+    os.environ[TENSORBOARD] = chosen or str(job.root / "tensorboard")
+    try:
+        return _train(job)
+    finally:
+        if chosen is None:
+            os.environ.pop(TENSORBOARD, None)
+
+
+def _train(job: TrainingJob) -> Path | None:
     import torch
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
