@@ -18,7 +18,7 @@ from testtime.core.ledger import read_entries
 from testtime.models.hf import embedded_model_dir
 from testtime.models.vllm_server import VLLMServer, vllm_python
 
-pytestmark = [pytest.mark.slow, pytest.mark.serial]  # counts the machine's vLLM servers
+pytestmark = pytest.mark.slow
 ARITH = "--bench arith --bench-opt digits=2 --quiet".split()
 MAJORITY_VLLM = "--method majority --limit 2 --n 4 --model vllm:smollm2-135m".split()
 
@@ -71,9 +71,18 @@ def test_trt_runs_through_vllm_serve(served: str, tmp_path: Path, testtime_cli: 
     assert [len(r["rounds"]) for r in records] == [2, 2]  # every round of both problems served by vLLM
 
 
-def _servers() -> set[str]:
-    listed = subprocess.run(["pgrep", "-f", "vllm.entrypoints.openai.api_server"], capture_output=True, text=True)
-    return set(listed.stdout.split())
+def _servers() -> set[int]:
+    """The vLLM servers this process started (not the machine's: another test may run one beside this)."""
+    import psutil
+
+    found = set()
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if "vllm.entrypoints.openai.api_server" in " ".join(child.cmdline()):
+                found.add(child.pid)
+        except psutil.Error:
+            continue  # ended while we looked
+    return found
 
 
 def test_the_vllm_backend_serves_the_embedded_model_and_stops_its_server(
