@@ -155,7 +155,11 @@ def open_sandbox_or_skip() -> Iterator[Sandbox]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The TTRL miniature (about 10 minutes) runs only when asked for: `-m miniature` (CI's second stage)."""
+    """The TTRL miniature (about 10 minutes) runs only when asked for: `-m miniature` (CI's second stage).
+    Files holding slow tests go first, so parallel workers (`scripts/test`) start the long ones early and fill
+    the end with short ones, rather than finishing on one long file while the others wait."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow") is not None}
+    items.sort(key=lambda item: item.path not in slow_files)  # stable: the order within a file is kept
     if "miniature" in (config.getoption("markexpr") or ""):
         return
     chosen = [item for item in items if item.get_closest_marker("miniature") is None]
