@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -297,13 +297,11 @@ def test_an_api_key_keeps_other_clients_out(tmp_path: Path) -> None:
     assert "door-key" not in every_file_text(server["out"])
 
 
-def test_bad_settings_fail_before_a_run_directory_exists(tmp_path: Path) -> None:
+def test_bad_settings_fail_before_a_run_directory_exists(tmp_path: Path, testtime_cli: Callable[..., Any]) -> None:
     def serve(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "testtime.cli", "serve", "--model", SPEC, "--api-base", "http://127.0.0.1:9/v1",
-             "--out", str(tmp_path / "never"), *args],
-            capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+        return testtime_cli(
+            "serve", "--model", SPEC, "--api-base", "http://127.0.0.1:9/v1", "--out", str(tmp_path / "never"), *args
+        )
 
     for args, says in (
         (("--method", "ttrl"), "cannot be served"),
