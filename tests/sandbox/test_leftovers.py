@@ -147,3 +147,28 @@ def test_clean_never_touches_a_live_run(testtime_cli) -> None:  # type: ignore[n
         assert live <= {x.name for x in leftovers(_docker_client())}
         for _ in range(3):  # every worker still serves
             assert box.run("print(1)", [TestCase(input="", output="1")]).passed
+
+
+def test_a_container_removed_while_listed_is_skipped_not_a_crash(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two runs on one machine: one's sandbox lists the labelled containers while the other's closes and removes
+    its own. The listing must not fail on the one that vanished (it crashed a sandbox's start: 404)."""
+    from testtime.sandbox.owner import CONTAINER_LABEL, OWNER_LABEL, containers
+
+    client = _docker_client()
+    if client is None:
+        pytest.skip("no Docker engine")
+    image = next((t for i in client.images.list() for t in i.tags if t.startswith("testtime-sandbox")), None)
+    if image is None:
+        pytest.skip("no sandbox image (testtime sandbox build)")
+    doomed = client.containers.create(image, "true", labels={CONTAINER_LABEL: "1", OWNER_LABEL: "elsewhere:1:1"})
+    collection = type(client.containers)  # the client builds a new collection at each access: patch the class
+    real_get = collection.get
+
+    def vanished_first(self: object, container_id: str, *args: object, **kwargs: object) -> object:
+        if doomed.id.startswith(container_id) or container_id.startswith(doomed.id):
+            doomed.remove(force=True)  # the other run's close, between the listing and the inspection
+        return real_get(self, container_id, *args, **kwargs)
+
+    monkeypatch.setattr(collection, "get", vanished_first)
+    listed = containers(client)
+    assert doomed.name not in [leftover.name for leftover, _ in listed]

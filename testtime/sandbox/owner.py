@@ -78,7 +78,8 @@ class Leftover:
 
 
 def containers(client: Any) -> list[tuple[Leftover, Any]]:
-    found = client.containers.list(all=True, filters={"label": CONTAINER_LABEL})
+    # another run's sandbox may remove its containers between the listing and their inspection
+    found = client.containers.list(all=True, filters={"label": CONTAINER_LABEL}, ignore_removed=True)
     return [(Leftover("container", c.name, owner_state(c.labels.get(OWNER_LABEL))), c) for c in found]
 
 
