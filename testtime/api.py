@@ -36,7 +36,7 @@ from testtime.methods import METHODS, Method, MethodContext, PerProblem, make_ca
 from testtime.methods.ttrl.rewards import REWARDS
 from testtime.models import DEFAULT_MODEL, MODELS
 from testtime.run.observer import RunObserver
-from testtime.run.settings import ResumeChanges, RunSettings
+from testtime.run.settings import ResumeChanges, RunSettings, absolute_paths
 from testtime.selectors import SELECTORS, SelectionContext, Selector
 
 __all__ = [
@@ -204,16 +204,7 @@ def _default_ray_address() -> str:
 
 
 def _settings(**given: Any) -> RunSettings:
-    bench = given.get("bench")
-    if isinstance(bench, Path):
-        given["bench"] = str(bench)
-    if given.get("data_dir") is not None:
-        given["data_dir"] = str(Path(given["data_dir"]).expanduser().resolve())
-    from testtime.benchmarks import is_dataset
-
-    if is_dataset(given["bench"]) and not given["bench"].startswith("hf:"):
-        given["bench"] = str(Path(given["bench"]).expanduser().resolve())
-    return _validated(RunSettings, given)
+    return _validated(RunSettings, absolute_paths(given))
 
 
 def _validated(model: type[T], given: dict[str, Any]) -> T:

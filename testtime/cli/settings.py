@@ -9,17 +9,15 @@ import functools
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from pydantic import ValidationError
 
-from testtime.benchmarks import is_dataset
 from testtime.core.errors import UserError, first_error
 from testtime.core.options import parse_options
 from testtime.models import DEFAULT_MODEL
-from testtime.run.settings import RunSettings, api_bases
+from testtime.run.settings import RunSettings, absolute_paths, api_bases
 
 Opt = typer.Option
 
@@ -131,12 +129,7 @@ class SharedFlags:
         """The run's settings: these flags, the method and its options, and what the command fixes itself."""
         given = {k: v for k, v in self.values.items() if k in RunSettings.model_fields}
         given["bench_options"] = self.bench_options(overrides.pop("bench_options", None))
-        # Paths as absolute ones, so a resume from another folder finds the same data.
-        bench = given.get("bench")
-        if bench and is_dataset(bench) and not bench.startswith("hf:") and Path(bench).expanduser().exists():
-            given["bench"] = str(Path(bench).expanduser().resolve())
-        if given.get("data_dir"):
-            given["data_dir"] = str(Path(given["data_dir"]).expanduser().resolve())
+        absolute_paths(given)
         given["api_base"] = api_bases(self.values.get("api_base"))
         try:
             return RunSettings(**{**given, **overrides}, method=method, method_options=method_options)

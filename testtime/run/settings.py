@@ -118,6 +118,21 @@ def versions() -> dict[str, str]:
     return found
 
 
+def absolute_paths(given: dict[str, Any]) -> dict[str, Any]:
+    """A data file named by `bench` and `data_dir` as absolute paths, so a resume from another folder finds the
+    same data (a file that does not exist is left as given: loading names it)."""
+    from testtime.benchmarks import is_dataset
+
+    bench = given.get("bench")
+    if bench is not None:
+        bench = given["bench"] = str(bench)
+        if is_dataset(bench) and not bench.startswith("hf:") and Path(bench).expanduser().exists():
+            given["bench"] = str(Path(bench).expanduser().resolve())
+    if given.get("data_dir"):
+        given["data_dir"] = str(Path(given["data_dir"]).expanduser().resolve())
+    return given
+
+
 def api_bases(values: list[str] | None) -> list[str]:
     """`--api-base` values: URLs, or files that list one URL a line (blank lines and `#` comments skipped)."""
     bases: list[str] = []
