@@ -226,3 +226,30 @@ def test_only_the_oracle_reward_and_the_runner_touch_the_label_channel() -> None
         "methods/ttrl/reward.py",
         "methods/ttrl/rewards.py",
     }
+
+
+def _calls(name: str) -> set[str]:
+    """The package's modules that call `name(...)` (a constructor or function), by AST, not by text."""
+    found = set()
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call):
+                called = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
+                if called == name:
+                    found.add(str(path.relative_to(PACKAGE)))
+    return found
+
+
+def test_one_module_builds_a_runs_engine() -> None:
+    """Every kind of run (batch, stream, served, shard, replay, TTRL's trained weights) gets its engine from
+    `run/engine.py`, so its ledger, cache, trace, retries and budgets are wired once; `with_model` swaps weights."""
+    assert _calls("RolloutEngine") == {"run/engine.py", "core/rollout.py"}
+    assert _calls("open_engine") == {"run/execute.py", "serve/session.py"}
+
+
+def test_one_module_writes_a_runs_summary_and_predictions() -> None:
+    """Batch, stream, served and merged runs end in `run/outcome.py` (the directory's own schema upgrade rewrites
+    a summary as it was; `grade` summarises another system's predictions and writes no run)."""
+    assert _calls("write_summary") == {"run/outcome.py", "run/directory.py"}
+    assert _calls("write_predictions") == {"run/outcome.py"}
+    assert _calls("summarize") == {"run/outcome.py", "run/grading.py"}

@@ -102,3 +102,38 @@ def test_the_printed_report_gives_every_baseline_its_interval(testtime_cli: Cli,
     assert reported.returncode == 0, reported.stderr
     baselines = reported.stdout.count("] at k=")
     assert baselines >= 2 and reported.stdout.count("run − it") >= 2, reported.stdout
+
+
+def test_an_unfinished_run_in_a_folder_is_listed_as_unfinished_not_a_refusal(
+    testtime_cli: Cli, folder: Path, tmp_path: Path
+) -> None:
+    import shutil
+
+    mixed = tmp_path / "mixed"
+    shutil.copytree(folder, mixed)
+    killed = mixed / "grid" / "killed"  # a batch run killed before its summary
+    shutil.copytree(folder / "grid" / "one", killed)
+    (killed / "summary.json").unlink()
+    served = mixed / "grid" / "served"  # a served run killed under load
+    shutil.copytree(folder / "grid" / "one", served)
+    (served / "summary.json").unlink()
+    manifest = json.loads((served / "config.json").read_text())
+    (served / "config.json").write_text(json.dumps({**manifest, "kind": "served"}))
+
+    reported = testtime_cli("report", str(mixed), "--out", str(tmp_path / "report"), "--json")
+    assert reported.returncode == 0, reported.stderr
+    report = json.loads(reported.stdout)
+    assert [Path(row["run"]).name for row in report["runs"]] == ["maj", "one"]
+    hints = {Path(u["run"]).name: u["continue_with"] for u in report["unfinished"]}
+    assert hints == {
+        "killed": f"testtime run --resume {killed}",
+        "served": f"testtime serve --out {served} --model fake:echo --method single",
+    }
+    printed = testtime_cli("report", str(mixed), "--out", str(tmp_path / "report"))
+    assert "unfinished, not compared" in printed.stderr + printed.stdout
+
+    rows = list(csv.DictReader(io.StringIO(testtime_cli("runs", str(mixed), "--csv").stdout)))
+    finished = {r["run"]: r["finished"] for r in rows}
+    assert finished == {"maj": "True", "one": "True", "killed": "False", "served": "False"}
+    alone = testtime_cli("report", str(killed))  # nothing finished to compare: the error says how to go on
+    assert alone.returncode == 2 and f"testtime run --resume {killed}" in alone.stderr

@@ -140,6 +140,12 @@ def report_command(
     results_console.print(table)
     for line in dict.fromkeys(unpaired):  # both budgets give the same reason: say it once
         console.print(f"[yellow]no same-budget majority for {escape(line)}[/yellow]", soft_wrap=True)
+    for left in report.unfinished:
+        console.print(
+            f"[yellow]unfinished, not compared: {escape(left.run)} ({left.kind} {left.method}, {left.answered} "
+            f"answered); continue it with {escape(left.continue_with)}[/yellow]",
+            soft_wrap=True,
+        )
     console.print(f"wrote {out / 'report.json'}, {image}" + (f" and {curves}" if curves else ""), soft_wrap=True)
 
 

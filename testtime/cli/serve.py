@@ -84,7 +84,10 @@ def serve_command(
             help="may a request ask for the code domain (programs run in the sandbox)? default: with --domain code",
         ),
     ] = None,
-    out: Annotated[Path | None, Opt(help="run directory (default runs/<time>-serve-<method>-requests-<model>)")] = None,
+    out: Annotated[
+        Path | None,
+        Opt(help="run directory (default runs/<time>-serve-<method>-requests-<model>); a served run's continues it"),
+    ] = None,
     *,
     flags: SharedFlags,
 ) -> None:

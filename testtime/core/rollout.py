@@ -139,6 +139,30 @@ class RolloutEngine:
         self.stop: RunStopped | None = None  # set by `request_stop`: no new call starts after it
         self._secret_values: list[str] | None = None
 
+    def with_model(self, model: LanguageModel, model_name: str) -> RolloutEngine:
+        """Other weights (TTRL's trained model) behind this engine's cache, ledger, trace, retries and budgets;
+        `model_name` keys the cache, so no answer of other weights comes back from it."""
+        return RolloutEngine(
+            model,
+            model_name=model_name,
+            cache=self.cache,
+            ledger=self.ledger,
+            concurrency=self.concurrency,
+            retry=self.retry,
+            max_cost_usd=self.max_cost_usd,
+            max_tokens_total=self.max_tokens_total,
+            trace=self.trace,
+            logprobs=self.logprobs,
+            n_per_request=self.n_per_request,
+            seeds=self.seeds,
+        )
+
+    def close(self) -> None:
+        """Close the run's files this engine writes (ledger, trace, cache); the model is its owner's to close."""
+        self.ledger.close()
+        self.trace.close()
+        self.cache.close()
+
     def request_stop(self, reason: RunStopped) -> None:
         """Start no new call from now on (each raises `reason` when it would take its slot); calls in flight
         finish and land in the ledger and the cache."""

@@ -26,6 +26,7 @@ from testtime.evaluation.metrics import Interval, maj_at_k, mean_ci, paired_diff
 from testtime.evaluation.summary import PrequentialSummary, RunSummary
 from testtime.experiments.curves import outside_legend
 from testtime.experiments.viewer.data import LoadedRun, load_run
+from testtime.run.lifecycle import continue_command
 
 # What decides accuracy besides the method: a baseline must share all of it (and the solvers' sampling).
 MATCHED = ("bench", "model", "limit", "bench_options")
@@ -81,11 +82,24 @@ class ReportRow(BaseModel):
     provenance: list[dict[str, Any]]
 
 
+class Unfinished(BaseModel):
+    """A run among the inputs with no summary yet (killed, stopped, or still running): listed, not compared."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run: str
+    kind: str
+    method: str
+    answered: int  # problems (requests) with a result so far
+    continue_with: str  # the command that continues it
+
+
 class Report(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     schema_version: int = 2
     runs: list[ReportRow]
+    unfinished: list[Unfinished] = []
 
 
 @dataclass
@@ -94,11 +108,15 @@ class Finished:
     summary: RunSummary
 
 
-def _open(path: Path) -> Finished:
-    run = load_run(path)
-    if run.summary is None:
-        raise UserError(f"{path} has no summary.json yet: finish it with testtime run --resume {path}")
-    return Finished(run, run.summary)
+def _unfinished(run: LoadedRun) -> Unfinished:
+    manifest = run.manifest
+    return Unfinished(
+        run=str(run.path),
+        kind=manifest.kind,
+        method=manifest.run.method,
+        answered=len(run.records),
+        continue_with=continue_command(run.path, manifest),
+    )
 
 
 def _settings(run: Finished) -> dict[str, Any]:
@@ -228,7 +246,14 @@ def _provenance(run: LoadedRun) -> list[dict[str, Any]]:
 def build_report(paths: list[Path]) -> Report:
     if not paths:
         raise UserError("report needs at least one run directory")
-    runs = [_open(p) for p in paths]
+    loaded = [load_run(p) for p in paths]
+    runs = [Finished(r, r.summary) for r in loaded if r.summary is not None]
+    unfinished = [_unfinished(r) for r in loaded if r.summary is None]
+    if not runs:
+        raise UserError(
+            "no run to compare has finished: "
+            + "; ".join(f"{u.run} has no summary.json yet, continue it with {u.continue_with}" for u in unfinished)
+        )
     majorities = [r for r in runs if r.loaded.manifest.run.method == "majority"]
     rows = []
     for run in runs:
@@ -257,7 +282,7 @@ def build_report(paths: list[Path]) -> Report:
                 provenance=_provenance(run.loaded),
             )
         )
-    return Report(runs=rows)
+    return Report(runs=rows, unfinished=unfinished)
 
 
 def _baseline_fields(run: Finished, majorities: list[Finished]) -> dict[str, Baseline | None]:

@@ -1,8 +1,9 @@
 """Folders of runs, as researchers read them: `find_runs` turns run directories and folders that hold runs (an
 ablation grid, a `runs/` folder) into the runs inside, for `view`, `report` and `runs`; `run_rows` gives one
 row per (run, problem) with the prediction kept as text, the grade, the label-free confidence (and, with
-`--logprobs`, the answer's mean token log-prob) and the problem's tokens and cost; `load_runs` is the same as a
-pandas DataFrame (`testtime.load_runs`).
+`--logprobs`, the answer's mean token log-prob), the problem's tokens and cost, and whether its run has finished
+(an unfinished run's answered problems are rows too); a served run's rows carry each request's own method.
+`load_runs` is the same as a pandas DataFrame (`testtime.load_runs`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from testtime.run.directory import RunDir
 COLUMNS = (
     "run", "path", "kind", "method", "uses_labels", "bench", "model", "problem_id", "prediction", "graded_answer",
     "reference", "correct", "status", "confidence", "logprob_mean", "samples", "calls", "tokens", "cost_usd",
+    "finished",
 )  # fmt: skip
 
 
@@ -57,6 +59,8 @@ def run_rows(paths: Iterable[Path]) -> list[dict[str, Any]]:
     for path, name in zip(runs, names, strict=True):
         directory = RunDir.open_existing(path)
         manifest = directory.read_manifest()
+        finished = directory.summary_path.exists()  # no summary yet: killed, stopped, or still running
+        methods = directory.served_methods()  # a served run: each request's own method
         usage: dict[str, list[Any]] = defaultdict(list)
         if directory.ledger_path.exists():
             for entry in read_entries(directory.ledger_path):
@@ -70,7 +74,7 @@ def run_rows(paths: Iterable[Path]) -> list[dict[str, Any]]:
                     "run": name,
                     "path": str(path),
                     "kind": manifest.kind,
-                    "method": manifest.run.method,
+                    "method": methods.get(record.problem_id, manifest.run.method),
                     "uses_labels": bool(manifest.effective and manifest.effective.uses_labels),
                     "bench": manifest.run.bench,
                     "model": manifest.run.model,
@@ -86,6 +90,7 @@ def run_rows(paths: Iterable[Path]) -> list[dict[str, Any]]:
                     "calls": len(entries),
                     "tokens": sum(e.prompt_tokens + e.completion_tokens for e in entries),
                     "cost_usd": None if any(c is None for c in costs) else sum(c for c in costs if c is not None),
+                    "finished": finished,
                 }
             )
     return rows

@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from testtime.core.errors import UserError, first_error
-from testtime.core.jsonl import read_records
+from testtime.core.jsonl import read_records, repair_tail
 from testtime.core.records import Problem
 from testtime.core.results import ResultRecord
 from testtime.evaluation.labelfree import Prediction
@@ -45,6 +45,7 @@ class RunDir:
     predictions_path = property(lambda self: self.path / "predictions.jsonl")
     rounds_path = property(lambda self: self.path / "rounds.jsonl")
     problems_path = property(lambda self: self.path / "problems.jsonl")
+    requests_path = property(lambda self: self.path / "requests.jsonl")  # a served run's requests
 
     @classmethod
     def create(cls, path: Path) -> RunDir:
@@ -182,6 +183,25 @@ class RunDir:
         if not self.predictions_path.exists():
             return []
         return [Prediction.model_validate_json(line) for line in read_records(self.predictions_path)]
+
+    def repair_appended(self) -> None:
+        """Cut a line torn by a kill -9 off each file a continued served run appends to (results, problems,
+        requests; the ledger, trace and checkpoints repair their own)."""
+        for path in (self.results_path, self.problems_path, self.requests_path):
+            repair_tail(path)
+
+    def read_requests(self) -> list[dict[str, Any]]:
+        """A served run's `requests.jsonl` lines (`serve.session.ServedRecord`), each request once, oldest
+        first; empty for other runs. A line torn by a kill -9 is skipped."""
+        return _json_lines(self.requests_path) if self.requests_path.exists() else []
+
+    def served_methods(self) -> dict[str, str]:
+        """A served run's method per request id (each request may name its own); empty for other runs."""
+        return {
+            str(entry["id"]): str(entry["method"]["name"])
+            for entry in self.read_requests()
+            if isinstance(entry.get("method"), dict) and "name" in entry["method"] and "id" in entry
+        }
 
 
 def _validated(model: type[BaseModel], raw: dict[str, Any], path: Path) -> Any:

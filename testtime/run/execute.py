@@ -13,24 +13,20 @@ import threading
 import time
 from collections.abc import Callable
 
-from testtime.core.cache import CompletionCache
 from testtime.core.checkpoint import RoundCheckpoints
 from testtime.core.errors import BudgetExhausted, Interrupted, RunStopped
-from testtime.core.ledger import Ledger, read_entries
 from testtime.core.results import ResultRecord, read_steps
-from testtime.core.rollout import RetryPolicy, RolloutEngine
-from testtime.core.trace import Trace
+from testtime.core.rollout import RolloutEngine
 from testtime.evaluation.caveats import plan_warnings
-from testtime.evaluation.labelfree import prediction_of
-from testtime.evaluation.prequential import prequential
-from testtime.evaluation.scoring import score, summarize
+from testtime.evaluation.scoring import score
 from testtime.evaluation.summary import RunSummary
-from testtime.evaluation.ttrl_compute import ttrl_compute
 from testtime.methods import MethodContext, PerProblem
 from testtime.run.build import label_oracle
+from testtime.run.engine import open_engine
 from testtime.run.lifecycle import OpenRun
 from testtime.run.observer import ProgressPlan, QuietObserver, RunObserver
-from testtime.run.stream import StreamFiles, solve_stream, update_steps
+from testtime.run.outcome import write_outcome
+from testtime.run.stream import solve_stream, update_steps
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 GRACE_S = 10.0  # how long calls in flight may take to land after a stop signal
@@ -69,22 +65,8 @@ def execute(run: OpenRun, observer: RunObserver | None = None, retry_errors: boo
         directory.write_problems(problems)  # a stream records each problem as it arrives
     done_ids = {r.problem_id for r in done}
     todo = [p for p in problems if p.id not in done_ids]
-    cache = CompletionCache((run.replay_of or directory).cache_path)
-    ledger = Ledger(directory.ledger_path)
-    engine = RolloutEngine(
-        parts.model,
-        model_name=settings.model,
-        cache=cache,
-        ledger=ledger,
-        concurrency=settings.concurrency,
-        retry=RetryPolicy(call_timeout_s=settings.request_timeout),
-        max_cost_usd=settings.max_cost,
-        max_tokens_total=settings.max_tokens_total,
-        trace=Trace(directory.path),
-        logprobs=settings.logprobs,
-        n_per_request=settings.n_per_request,
-        seeds=settings.seeds,
-    )
+    engine = open_engine(settings, parts.model, directory, cache_of=run.replay_of)
+    ledger = engine.ledger
     effective = run.manifest.effective
     ctx = MethodContext(
         checkpoints=checkpoints,
@@ -125,9 +107,7 @@ def execute(run: OpenRun, observer: RunObserver | None = None, retry_errors: boo
         raise
     finally:
         observer.stop()
-        ledger.close()
-        engine.trace.close()
-        cache.close()
+        engine.close()
         parts.close()
     if budget is not None:  # the spend once every call in flight has landed, not when the stop fired
         stopped = budget.final(ledger.totals.cost_usd if budget.kind == "cost" else ledger.totals.tokens)
@@ -138,14 +118,14 @@ def execute(run: OpenRun, observer: RunObserver | None = None, retry_errors: boo
     if parts.benchmark.domain == "code":
         extra["grader"] = parts.benchmark.describe().get("grader", "lenient")
     steps = update_steps(directory.path) if streaming else read_steps(directory.path / "ttrl" / "steps.jsonl")
-    summary = summarize(
+    summary = write_outcome(
+        directory,
+        settings,
         records,
         ledger.totals,
-        seed=settings.seed,
+        order=[p.id for p in arrived],
         steps=steps,
-        method=settings.method,
-        bench=settings.bench,
-        model=settings.model,
+        stream_order=("stdin" if stdin else "shuffled" if settings.shuffle else "dataset") if streaming else None,
         n=effective.n if effective else settings.n,
         wall_s=time.perf_counter() - started,
         replay=run.replay_of is not None,
@@ -155,29 +135,6 @@ def execute(run: OpenRun, observer: RunObserver | None = None, retry_errors: boo
         uses_labels=method.uses_labels(),
         warnings=plan_warnings(effective.sampling, effective.n) if effective else [],
         **extra,
-    )
-    if summary.ttrl is not None:  # on the compute frontier: the base model's majority at the same tokens
-        compute = ttrl_compute(read_entries(directory.ledger_path), records, settings.seed)
-        summary = summary.model_copy(
-            update={
-                "ttrl": summary.ttrl.model_copy(update={"compute": compute}),
-                "same_budget_majority_n": compute.same_tokens_k,
-            }
-        )
-    if streaming:
-        order = "stdin" if stdin else "shuffled" if settings.shuffle else "dataset"
-        updates = StreamFiles(directory.path).read_updates()
-        summary = summary.model_copy(update={"prequential": prequential(records, updates, order)})
-    directory.write_summary(summary)
-    by_id = {r.problem_id: r for r in records}
-    directory.write_predictions(
-        [
-            prediction_of(
-                by_id[p.id], settings.method, by_id[p.id].graded_answer, max((s.step for s in steps), default=None)
-            )
-            for p in arrived
-            if p.id in by_id
-        ]
     )
     run.release()
     if interrupted is not None:

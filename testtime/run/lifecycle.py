@@ -1,7 +1,8 @@
 """The one place a run directory is created or opened: a new run, a resume (with changed budgets, a new
 server, another timeout or concurrency), a replay, or a sub-run that is created the first time and resumed
 after (ablate, `ttrl controls`, the miniature). Each returns an `OpenRun` that `execute` runs; other kinds of
-run open here too, as another `kind` of manifest: served (`create_served`) and streamed (`--stream`).
+run open here too, as another `kind` of manifest: served (`open_served`, which also continues one) and
+streamed (`--stream`).
 
 A directory has one writer at a time: opening it for writing takes a lock (released when the process ends,
 kill -9 included), and a second writer is refused with the holder's pid.
@@ -141,7 +142,7 @@ class ServedDir:
             self.lock = None
 
 
-def create_served(
+def open_served(
     settings: RunSettings,
     out: Path | None,
     served: dict[str, Any],
@@ -152,19 +153,48 @@ def create_served(
 ) -> ServedDir:
     """A served run (`kind: served`): its problems are requests, so the manifest's `benchmark` says how requests
     are read and `effective` holds the server's own method's plan (a request that asks for another method or
-    other sampling records its own in `requests.jsonl`)."""
+    other sampling records its own in `requests.jsonl`). Serving again on the `--out` of a served run continues
+    it: the same cache (a re-sent request with its seed is not paid again), ledger, results and requests, its
+    budgets counting both lifetimes; what changed (the method, n, budgets...) is listed in `resumed`."""
     path = out or default_run_path(runs_root, f"serve-{settings.method}", "requests", settings.model)
-    directory = RunDir.create(path)
-    lock = _lock(directory)
-    manifest = RunManifest(
-        kind="served",
-        run=_recordable(settings),
-        effective=effective,
-        method=method,
-        benchmark=served,
-        model=model,
-        versions=versions(),
-    )
+    recorded = _recordable(settings)
+    if (path / "config.json").is_file():
+        directory = RunDir.open_existing(path)
+        lock = _lock(directory)
+        directory.upgrade()
+        directory.repair_appended()  # a kill -9 may have torn the last line of a file this lifetime appends to
+        before = directory.read_manifest()
+        if before.kind != "served":
+            lock.close()
+            raise UserError(
+                f"{path} holds a {before.kind} run, not a served one; continue it with "
+                f"testtime run --resume {path}, or serve into another --out"
+            )
+        if before.run.model != settings.model:
+            lock.close()
+            raise UserError(
+                f"{path} was served with --model {before.run.model}; serve it again with that model, or choose "
+                "another --out (one run answers with one model)"
+            )
+        old, new = before.run.model_dump(), recorded.model_dump()
+        changed = {k: v for k, v in new.items() if v != old.get(k)}
+        if served != before.benchmark:
+            changed["served"] = served
+        resumed = [*before.resumed, Resumed(time=now(), changed=changed)]
+        update = {"run": recorded, "effective": effective, "method": method, "benchmark": served, "resumed": resumed}
+        manifest = before.model_copy(update={**update, "model": model, "versions": versions()})
+    else:
+        directory = RunDir.create(path)
+        lock = _lock(directory)
+        manifest = RunManifest(
+            kind="served",
+            run=recorded,
+            effective=effective,
+            method=method,
+            benchmark=served,
+            model=model,
+            versions=versions(),
+        )
     directory.write_manifest(manifest)
     return ServedDir(directory, manifest, lock)
 
@@ -176,6 +206,14 @@ def create_or_resume(settings: RunSettings, folder: Path) -> OpenRun:
         budgets = ResumeChanges(max_cost=settings.max_cost, max_tokens_total=settings.max_tokens_total)
         return resume(folder, budgets)
     return create(settings, folder)
+
+
+def continue_command(path: Path, manifest: RunManifest) -> str:
+    """The command that continues an unfinished run: a served one is served again on its folder (`--resume`
+    is `run`'s, and a served run has no benchmark to run), any other is resumed."""
+    if manifest.kind == "served":
+        return f"testtime serve --out {path} --model {manifest.run.model} --method {manifest.run.method}"
+    return f"testtime run --resume {path}"
 
 
 def _recordable(settings: RunSettings) -> RunSettings:

@@ -28,12 +28,12 @@ from testtime.core.jsonl import read_records
 from testtime.core.ledger import Ledger
 from testtime.core.records import Problem
 from testtime.core.results import ProblemResult, ResultRecord
-from testtime.evaluation.labelfree import prediction_of
-from testtime.evaluation.scoring import score, summarize
+from testtime.evaluation.scoring import score
 from testtime.evaluation.summary import RunSummary
 from testtime.run.build import build_benchmark, check_sandbox_choice, data_changed, load_problems
 from testtime.run.directory import RunDir
 from testtime.run.manifest import RunManifest, now
+from testtime.run.outcome import write_outcome
 from testtime.run.settings import ResumeChanges
 from testtime.run.shard import interleave, parse_shard, shard_of
 from testtime.sandbox.choose import open_sandbox
@@ -151,20 +151,16 @@ def write_merged(
     ledger = Ledger(target.ledger_path)
     ledger.close()
     settings = manifest.run
-    summary = summarize(
+    write_outcome(
+        target,
+        settings,
         records,
         ledger.totals,
-        seed=settings.seed,
-        method=settings.method,
-        bench=settings.bench,
-        model=settings.model,
         n=effective.n if effective else settings.n,
         wall_s=wall_s,
         complete=len(records) == len(problems),
         **_grader(manifest),
     )
-    target.write_summary(summary)
-    target.write_predictions([prediction_of(r, settings.method, r.graded_answer, None) for r in records])
 
 
 def regraded(

@@ -9,10 +9,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from testtime.core.errors import UserError
-from testtime.evaluation.scoring import summarize
+from testtime.core.ledger import LedgerTotals
 from testtime.evaluation.summary import RunSummary
 from testtime.run.build import build_method, build_model, check_run_flags, check_sandbox_choice, effective_plan
-from testtime.run.lifecycle import create_served
+from testtime.run.lifecycle import ServedDir, open_served
+from testtime.run.outcome import write_outcome
 from testtime.run.settings import RunSettings
 from testtime.serve.limits import ServeLimits
 from testtime.serve.protocol import SERVED_METHODS, Domain
@@ -52,7 +53,7 @@ def serve(
     effective = effective_plan(method, domain, settings)
     listener = _listen(host, port)  # a port in use fails here, before a run directory exists
     served_as = {"name": "served", "domain": domain, "format_hint": format_hint}
-    opened = create_served(settings, out, served_as, effective, method.describe(), model.describe())
+    opened = open_served(settings, out, served_as, effective, method.describe(), model.describe())
     started = time.perf_counter()
     session = ServedRun(opened, settings, model, domain=domain, format_hint=format_hint)
     app = ServeApp(session, api_key=api_key, max_requests=max_requests, keepalive_s=keepalive_s, log=log, limits=limits)
@@ -67,22 +68,30 @@ def serve(
         asyncio.run(main())
     finally:
         session.close()
-        summary = summarize(
-            opened.directory.read_results(),
-            session.ledger.totals,
-            seed=settings.seed,
-            method=settings.method,
-            bench="served",
-            model=settings.model,
-            n=effective.n,
-            wall_s=time.perf_counter() - started,
-            complete=True,
-            warnings=served_warnings(session.greedy_requests),
-        )
-        opened.directory.write_summary(summary)
+        summary = _summarize(opened, settings, effective.n, session.ledger.totals, time.perf_counter() - started)
         opened.release()
         app.disarm()
     return summary, opened.directory.summary_path
+
+
+def _summarize(
+    opened: ServedDir, settings: RunSettings, n: int | None, totals: LedgerTotals, wall_s: float
+) -> RunSummary:
+    """The summary and predictions over every request the run answered, in all its lifetimes (a served run
+    continued on its `--out` keeps one ledger): each request under the method it named."""
+    directory = opened.directory
+    return write_outcome(
+        directory,
+        settings,
+        directory.read_results(),
+        totals,
+        methods=directory.served_methods(),
+        bench="served",
+        n=n,
+        wall_s=wall_s,
+        complete=True,
+        warnings=served_warnings(sum(1 for r in directory.read_requests() if r.get("warnings"))),
+    )
 
 
 def served_warnings(greedy_requests: int) -> list[str]:

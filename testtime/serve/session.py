@@ -23,17 +23,15 @@ from testtime.benchmarks.code_common import SYSTEM as CODE_SYSTEM
 from testtime.benchmarks.dataset import INSTRUCTION
 from testtime.core.answers import equivalent
 from testtime.core.answers.freeform import final_reply
-from testtime.core.cache import CompletionCache
 from testtime.core.errors import RunStopped, UserError
-from testtime.core.ledger import Ledger, LedgerTotals
+from testtime.core.ledger import LedgerTotals
 from testtime.core.records import Candidate, Message, Problem, SamplingParams
 from testtime.core.results import ProblemResult, ResultRecord
-from testtime.core.rollout import RetryPolicy, RolloutEngine
-from testtime.core.trace import Trace
 from testtime.evaluation.caveats import greedy_samples
 from testtime.evaluation.labelfree import answer_logprob, confidence
 from testtime.evaluation.scoring import unlabelled
 from testtime.methods import METHODS, MethodContext, PerProblem, load_methods
+from testtime.run.engine import open_engine
 from testtime.run.lifecycle import ServedDir
 from testtime.run.settings import RunSettings
 from testtime.sandbox import Sandbox
@@ -97,27 +95,12 @@ class ServedRun:
     ) -> None:
         self.opened, self.settings, self.domain, self.format_hint = opened, settings, domain, format_hint
         self.directory = opened.directory
-        self.ledger = Ledger(self.directory.ledger_path)
-        self.cache = CompletionCache(self.directory.cache_path)
-        self.engine = RolloutEngine(
-            model,
-            model_name=settings.model,
-            cache=self.cache,
-            ledger=self.ledger,
-            concurrency=settings.concurrency,
-            retry=RetryPolicy(call_timeout_s=settings.request_timeout),
-            max_cost_usd=settings.max_cost,
-            max_tokens_total=settings.max_tokens_total,
-            trace=Trace(self.directory.path),
-            logprobs=settings.logprobs,
-            n_per_request=settings.n_per_request,
-            seeds=settings.seeds,
-        )
+        self.engine = open_engine(settings, model, self.directory)
+        self.ledger = self.engine.ledger
         self.sandbox: Sandbox | None = None
         self._sandbox_lock = asyncio.Lock()
-        self._requests = (self.directory.path / "requests.jsonl").open("a", encoding="utf-8")
+        self._requests = self.directory.requests_path.open("a", encoding="utf-8")
         self._methods: dict[str, PerProblem] = {}  # built methods by (name, domain, options), oldest first
-        self.greedy_requests = 0  # requests that drew several samples at temperature 0 (a client's default)
         load_methods()
 
     # -- a request's method ---------------------------------------------------------------------------------
@@ -187,7 +170,6 @@ class ServedRun:
         messages = self.prompt(request)
         n = request.n if request.n is not None else self.settings.n
         greedy = greedy_samples(sampling, method.effective_n(n))
-        self.greedy_requests += greedy is not None
         ctx = MethodContext(
             engine=self.engine,
             params=base,
@@ -243,9 +225,7 @@ class ServedRun:
 
     def close(self) -> None:
         self._requests.close()
-        self.ledger.close()
-        self.engine.trace.close()
-        self.cache.close()
+        self.engine.close()
         if self.sandbox is not None:
             self.sandbox.close()
 

@@ -71,17 +71,4 @@ def give_back_memory() -> None:
 def trained_engine(ctx: MethodContext, model: LanguageModel, model_name: str) -> RolloutEngine:
     """Trained weights behind the run's cache, ledger, trace, retries and budgets; `model_name` (naming the
     training) keys the cache, so no answer of other weights comes back from it."""
-    run = ctx.engine
-    return RolloutEngine(
-        model,
-        model_name=model_name,
-        cache=run.cache,
-        ledger=run.ledger,
-        concurrency=run.concurrency,
-        retry=run.retry,
-        max_cost_usd=run.max_cost_usd,
-        max_tokens_total=run.max_tokens_total,
-        trace=run.trace,
-        logprobs=run.logprobs,
-        seeds=run.seeds,
-    )
+    return ctx.engine.with_model(model, model_name)
