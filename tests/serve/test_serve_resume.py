@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -19,6 +20,7 @@ from testtime.models.mock_server import MockChatServer, box_last_number
 
 from .test_serve import SPEC, client, served_records, serving
 
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 QUESTIONS = 6
 ANSWERED_FIRST = 3
 
@@ -122,3 +124,24 @@ def test_another_model_or_a_batch_run_is_refused_with_advice_that_works(
         refused = testtime_cli("serve", "--model", SPEC, "--api-base", upstream.url, "--out", str(batch))
         assert refused.returncode == 2 and f"testtime run --resume {batch}" in refused.stderr
         assert json.loads((batch / "config.json").read_text())["kind"] == "batch"  # untouched
+
+
+def test_a_served_run_of_the_previous_release_continues(tmp_path: Path, testtime_cli: Callable[..., Any]) -> None:
+    shutil.copytree(FIXTURES / "served-majority-v2", tmp_path / "served")  # where `serving` serves
+    with MockChatServer() as upstream:
+        with serving(upstream.url, tmp_path, "--method", "majority", "--n", "3") as server:
+            again = client(server["url"]).chat.completions.create(
+                model=f"majority-3/{SPEC}", messages=[{"role": "user", "content": "Say 1."}], seed=8, max_tokens=100
+            )
+            assert upstream.requests == 0  # its samples came from the old run's cache
+        assert server["returncode"] == 0, server["stderr"]
+    out = server["out"]
+    assert again.model_extra["testtime"]["answer"] == "1"  # type: ignore[index]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["problems"] == 3 and summary["method"] == "majority+trt"
+    methods = [json.loads(line)["method"] for line in (out / "predictions.jsonl").read_text().splitlines()]
+    assert methods == ["majority", "trt", "majority"]
+    (resumed,) = json.loads((out / "config.json").read_text())["resumed"]
+    assert resumed["changed"]["api_base"] == [upstream.url]  # the new upstream, recorded
+    reported = testtime_cli("report", str(out), "--out", str(tmp_path / "report"), "--json")
+    assert reported.returncode == 0, reported.stderr

@@ -131,5 +131,8 @@ def plot(points: list[Point], out: Path, title: str) -> list[Path]:
 
 
 def outside_legend(ax: Any) -> Any:
-    """The legend right of the axes, never over a point (save with `bbox_inches="tight"` to keep it)."""
+    """The legend right of the axes, never over a point (save with `bbox_inches="tight"` to keep it); none when
+    nothing is labelled (a report of runs with no accuracy: served, unlabelled)."""
+    if not ax.get_legend_handles_labels()[0]:
+        return None
     return ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, frameon=False)
