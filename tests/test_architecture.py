@@ -253,3 +253,15 @@ def test_one_module_writes_a_runs_summary_and_predictions() -> None:
     assert _calls("write_summary") == {"run/outcome.py", "run/directory.py"}
     assert _calls("write_predictions") == {"run/outcome.py"}
     assert _calls("summarize") == {"run/outcome.py", "run/grading.py"}
+
+
+def test_ttrl_asks_its_selector_through_the_contract_never_its_type() -> None:
+    """TTRL works with any registered selector (a plugin's too): what execution writes ahead comes through
+    `Selector.inputs_ahead`, never an `isinstance` on a selector class."""
+    checked = []
+    for path in (PACKAGE / "methods" / "ttrl").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance" and len(node.args) == 2:
+                kinds = node.args[1].elts if isinstance(node.args[1], ast.Tuple) else [node.args[1]]
+                checked += [(path.name, ast.unparse(k)) for k in kinds]
+    assert checked and not [c for c in checked if c[1].endswith("Selector")]

@@ -138,9 +138,11 @@ class Method(ABC):
     default_selectors: ClassVar[dict[str, str]] = DEFAULTS
     # What its calls send when no flag says otherwise (the reference's settings, where the method has one).
     default_sampling: ClassVar[SamplingParams] = SamplingParams()
-    streaming = False  # set by the run (`--stream`) before `prepare`: its plan and options may depend on it
 
-    def __init__(self, **options: Any) -> None:
+    def __init__(self, streaming: bool = False, **options: Any) -> None:
+        """`streaming`: the run is a stream (`--stream`), answered in arrival order; the plan and options may
+        depend on it. `options`: the method's own (`Options`)."""
+        self.streaming = streaming
         self.options = self.Options.parse(options, self.name)
         self.selector: Selector | None = None
 

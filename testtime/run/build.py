@@ -32,7 +32,7 @@ def data_changed(recorded: dict[str, Any], benchmark: Benchmark) -> bool:
 
 def build_method(settings: RunSettings) -> Method:
     load_methods()
-    return METHODS.get(settings.method)(**settings.method_options)
+    return METHODS.get(settings.method)(streaming=settings.stream, **settings.method_options)
 
 
 def build_model(settings: RunSettings) -> LanguageModel:
@@ -140,7 +140,6 @@ def build_parts(settings: RunSettings, replay: bool = False) -> RunParts:
         raise UserError("--bench - reads a stream from standard input: add --stream")
     if benchmark.name == "stdin" and method.uses_labels():
         raise UserError("the oracle reward trains on labels known before the run; on standard input they come later")
-    method.streaming = settings.stream
     method.check_stream()
     method.check_model(settings.model)
     method.prepare(benchmark.domain, benchmark.name)  # its selector: a bad --selector or --selector-opt fails here

@@ -72,6 +72,12 @@ class Selector(ABC):
         """The kinds of model call selecting makes (execution: its test inputs; usc: its judgement)."""
         return ()
 
+    async def inputs_ahead(self, problem: Problem, candidates: Sequence[Candidate], ctx: SelectionContext) -> list[str]:
+        """Inputs written once, before the candidates they will judge exist (TTRL writes them from the base
+        model's samples, then every training step's programs run on them); none for a selector that reads
+        answers alone. Execution: its model-written test inputs."""
+        return []
+
 
 SELECTORS: Registry[Selector] = Registry("selector")
 _MODULES = ("majority", "exclusivity", "execution", "freeform")

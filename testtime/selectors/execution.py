@@ -121,6 +121,10 @@ class ExecutionSelector(Selector):
         selection = self._choose(candidates, reports, len(public), generated, suite)
         return selection.model_copy(update={"sandbox_seconds": seconds})
 
+    async def inputs_ahead(self, problem: Problem, candidates: Sequence[Candidate], ctx: SelectionContext) -> list[str]:
+        written, _ = await self.write_inputs(problem, [c for c in candidates if c.answer], ctx, ahead=True)
+        return [test_input for test_input, _ in written]
+
     async def write_inputs(
         self, problem: Problem, runnable: Sequence[Candidate], ctx: SelectionContext, ahead: bool = False
     ) -> tuple[list[tuple[str, str | None]], SuiteStats]:

@@ -32,7 +32,6 @@ from testtime.methods.ttrl.settings import TTRLSettings
 from testtime.methods.ttrl.trl_backend import require_trl
 from testtime.models import resolve_model
 from testtime.selectors import SelectionContext
-from testtime.selectors.execution import ExecutionSelector
 
 LOCAL_PROVIDERS = ("hf", "vllm")
 
@@ -48,7 +47,8 @@ class TTRL(Method):
         "max_tokens": "use --method-opt max_response=N",
     }
 
-    def __init__(self, **options: Any) -> None:
+    def __init__(self, streaming: bool = False, **options: Any) -> None:
+        self.streaming = streaming
         self.options = self.settings = TTRLSettings.from_options(options)
         self.given = set(options)
         self.selector = None
@@ -168,16 +168,15 @@ class TTRL(Method):
         ctx: MethodContext,
         before: dict[str, tuple[list[Candidate], Candidate | None]],
     ) -> dict[str, list[str]]:
-        """Code: the base model writes each problem's test inputs once, shown its own evaluation samples;
-        every training step then runs the policy's programs on them (and on the public examples)."""
+        """What the selector writes ahead (`Selector.inputs_ahead`; code's execution: the base model writes each
+        problem's test inputs once, shown its own evaluation samples, and every training step then runs the
+        policy's programs on them and on the public examples; nothing for a vote on answers)."""
         selector = self.selector
-        if not isinstance(selector, ExecutionSelector):
+        if selector is None:
             return {}
 
         async def one(problem: Problem) -> tuple[str, list[str]]:
-            runnable = [c for c in before[problem.id][0] if c.answer]
-            written, _ = await selector.write_inputs(problem, runnable, ctx.selection(step=0), ahead=True)
-            return problem.id, [test_input for test_input, _ in written]
+            return problem.id, await selector.inputs_ahead(problem, before[problem.id][0], ctx.selection(step=0))
 
         return dict(await gather_landed(*(one(p) for p in problems)))
 
