@@ -16,6 +16,7 @@ from typing import Any
 import openai
 
 from testtime.core.ledger import read_entries
+from testtime.experiments.viewer.data import index, load_run
 from testtime.models.mock_server import MockChatServer, box_last_number
 
 from .test_serve import SPEC, client, served_records, serving
@@ -145,3 +146,5 @@ def test_a_served_run_of_the_previous_release_continues(tmp_path: Path, testtime
     assert resumed["changed"]["api_base"] == [upstream.url]  # the new upstream, recorded
     reported = testtime_cli("report", str(out), "--out", str(tmp_path / "report"), "--json")
     assert reported.returncode == 0, reported.stderr
+    shown = index(load_run(out))  # the viewer: the run under every method that answered, each request under its own
+    assert shown["method"] == "majority+trt" and [p["method"] for p in shown["problems"]] == methods

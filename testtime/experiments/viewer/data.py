@@ -38,6 +38,7 @@ class LoadedRun:
     steps: list[TTRLStep] = field(default_factory=list)
     reflections: dict[tuple[str, int | None], str] = field(default_factory=dict)
     problems: dict[str, Problem] = field(default_factory=dict)  # empty for a run older than problems.jsonl
+    methods: dict[str, str] = field(default_factory=dict)  # a served run: each request's own method
 
     @property
     def uses_labels(self) -> bool:
@@ -72,6 +73,7 @@ def load_run(path: Path) -> LoadedRun:
         blobs=blobs,
         steps=read_steps(path / "ttrl" / "steps.jsonl"),
         problems=run.read_problems(),
+        methods=run.served_methods(),
         reflections={
             (line.problem_id, line.step): blobs.get(line.response, "")
             for line in lines
@@ -105,7 +107,7 @@ def index(run: LoadedRun) -> dict[str, Any]:
     return {
         "name": run.path.name,
         "path": str(run.path),
-        "method": settings.method,
+        "method": summary.method if summary and summary.method else settings.method,  # served: each that answered
         "bench": settings.bench,
         "model": settings.model,
         "method_config": run.manifest.method,
@@ -119,6 +121,7 @@ def index(run: LoadedRun) -> dict[str, Any]:
         "problems": [
             {
                 "id": pid,
+                "method": run.methods.get(pid, settings.method),
                 "correct": record.correct,
                 "status": record.status,
                 "prediction": (record.graded_answer or record.prediction or "")[:80],

@@ -51,10 +51,12 @@ function runTable(run, r) {
     {"majority ratio": run.curves.majority_ratio, "entropy": run.curves.entropy, "reward": run.curves.reward}),
     curve(run.curves.audit_step, {"label accuracy (audit)": run.curves.label_correct, "policy accuracy (audit)": run.curves.ground_truth_ratio}));
   const filter = $("input", {placeholder: "filter problems", id: `filter-${r}`});
-  const table = $("table", {}, $("tr", {}, ...["problem", "", "status", "prediction", "calls", "tokens", "cost"].map(t => $("th", {text: t}))));
+  const mixed = new Set(run.problems.map(p => p.method)).size > 1;  // a served run whose requests named methods
+  const heads = ["problem", "", ...(mixed ? ["method"] : []), "status", "prediction", "calls", "tokens", "cost"];
+  const table = $("table", {}, $("tr", {}, ...heads.map(t => $("th", {text: t}))));
   for (const p of run.problems) {
     const row = $("tr", {class: "problem", "data-run": r, "data-problem": p.id}, $("td", {text: p.id}), $("td", {}, verdict(p.correct)),
-      $("td", {text: p.status}), $("td", {text: p.prediction}), $("td", {text: p.calls}), $("td", {text: p.tokens}), $("td", {text: `$${fmt(p.cost_usd, 4)}`}));
+      ...(mixed ? [$("td", {text: p.method})] : []), $("td", {text: p.status}), $("td", {text: p.prediction}), $("td", {text: p.calls}), $("td", {text: p.tokens}), $("td", {text: `$${fmt(p.cost_usd, 4)}`}));
     row.onclick = () => { location.hash = `run=${r}&problem=${encodeURIComponent(p.id)}`; };
     table.append(row);
   }
