@@ -135,5 +135,7 @@ def test_an_unfinished_run_in_a_folder_is_listed_as_unfinished_not_a_refusal(
     rows = list(csv.DictReader(io.StringIO(testtime_cli("runs", str(mixed), "--csv").stdout)))
     finished = {r["run"]: r["finished"] for r in rows}
     assert finished == {"maj": "True", "one": "True", "killed": "False", "served": "False"}
+    listed = testtime_cli("runs", str(mixed)).stdout
+    assert "batch, unfinished" in listed and "served, unfinished" in listed
     alone = testtime_cli("report", str(killed))  # nothing finished to compare: the error says how to go on
     assert alone.returncode == 2 and f"testtime run --resume {killed}" in alone.stderr

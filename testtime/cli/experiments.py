@@ -223,8 +223,10 @@ def runs_command(
         graded = [r for r in found if r["correct"] is not None]
         costs = [r["cost_usd"] for r in found]
         first = found[0]
+        kind = first["kind"] if first["finished"] else f"{first['kind']}, unfinished"
+        methods = "+".join(dict.fromkeys(r["method"] for r in found))  # a served run: each that answered
         table.add_row(
-            escape(name), first["kind"], first["method"], escape(first["bench"]), escape(first["model"]),
+            escape(name), kind, methods, escape(first["bench"]), escape(first["model"]),
             str(len(found)), str(len(graded)), str(sum(bool(r["correct"]) for r in graded)) if graded else "-",
             f"{sum(r['tokens'] for r in found):,}",
             "unknown" if any(c is None for c in costs) else f"${sum(costs):.4f}",
