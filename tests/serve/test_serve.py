@@ -275,7 +275,9 @@ def test_sigterm_drains_requests_in_flight_then_stops(tmp_path: Path) -> None:
     assert answers and answers[0].model_extra["testtime"]["answer"] == "8"
     summary = RunDir.open_existing(server["out"]).read_summary()
     assert summary is not None and summary.problems == 1 and summary.ledger.calls == 2
-    assert "stopped: 1 requests (0 answered with an error), 2 upstream calls" in server["stderr"] + server["stdout"]
+    said = server["stderr"] + server["stdout"]
+    assert "stopped: 1 requests (0 answered with an error); the run, every lifetime on this --out: 1 answered" in said
+    assert "answered, 2 upstream calls" in said
 
 
 def test_an_api_key_keeps_other_clients_out(tmp_path: Path) -> None:

@@ -70,6 +70,8 @@ def test_a_killed_server_continues_on_its_out_and_pays_for_nothing_it_answered(t
             again = {i: _ask(second["url"], i) for i in range(QUESTIONS)}
             trt = _ask(second["url"], 0, method="trt-2x2")
         assert second["returncode"] == 0, second["stderr"]
+    said = second["stderr"] + second["stdout"]  # this lifetime's requests, and the whole run's
+    assert f"stopped: {QUESTIONS + 1} requests" in said and f"{ANSWERED_FIRST + QUESTIONS + 1} answered" in said
 
     entries = read_entries(out / "ledger.jsonl")
     for i in answered:  # asked again with its seed: every sample from the cache, nothing paid twice

@@ -161,7 +161,7 @@ def serve_command(
     # what the clients got: a failed request (502) or one the budget stopped (503) was answered with an error
     failed = outcomes["failed"] + outcomes["stopped"]
     console.print(
-        f"stopped: {sum(outcomes.values())} requests ({failed} answered with an error), {summary.ledger.calls} "
-        f"upstream calls; summary: {summary_path}",
+        f"stopped: {sum(outcomes.values())} requests ({failed} answered with an error); the run, every lifetime "
+        f"on this --out: {summary.problems} answered, {summary.ledger.calls} upstream calls; summary: {summary_path}",
         soft_wrap=True,
     )
