@@ -150,3 +150,18 @@ def test_a_served_run_of_the_previous_release_continues(tmp_path: Path, testtime
     assert reported.returncode == 0, reported.stderr
     shown = index(load_run(out))  # the viewer: the run under every method that answered, each request under its own
     assert shown["method"] == "majority+trt" and [p["method"] for p in shown["problems"]] == methods
+
+
+def test_a_second_server_on_a_live_runs_out_is_refused(tmp_path: Path, testtime_cli: Callable[..., Any]) -> None:
+    """Continuing is for a folder nobody writes: while one server answers on it, another is refused by the run's
+    lock (with the holder's pid), and the live server's files are untouched."""
+    with MockChatServer() as upstream, serving(upstream.url, tmp_path) as first:
+        _ask(first["url"], 1)
+        out = first["out"]
+        before = (out / "config.json").read_text()
+        second = testtime_cli("serve", "--model", SPEC, "--api-base", upstream.url, "--out", str(out), "--port", "0")
+        assert second.returncode == 2 and f"is being written by process {first['process'].pid}" in second.stderr
+        assert (out / "config.json").read_text() == before  # no `resumed` entry from the refused one
+        _ask(first["url"], 2)  # the first one serves on
+    assert first["returncode"] == 0, first["stderr"]
+    assert [r.status for r in served_records(out)] == ["answered", "answered"]

@@ -53,7 +53,11 @@ def serve(
     effective = effective_plan(method, domain, settings)
     listener = _listen(host, port)  # a port in use fails here, before a run directory exists
     served_as = {"name": "served", "domain": domain, "format_hint": format_hint}
-    opened = open_served(settings, out, served_as, effective, method.describe(), model.describe())
+    try:
+        opened = open_served(settings, out, served_as, effective, method.describe(), model.describe())
+    except BaseException:
+        listener.close()  # refused (a live run's lock, another model): the port goes back at once
+        raise
     started = time.perf_counter()
     session = ServedRun(opened, settings, model, domain=domain, format_hint=format_hint)
     app = ServeApp(session, api_key=api_key, max_requests=max_requests, keepalive_s=keepalive_s, log=log, limits=limits)
