@@ -155,7 +155,8 @@ def open_sandbox_or_skip() -> Iterator[Sandbox]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The TTRL miniature (about 10 minutes) runs only when asked for: `-m miniature` (CI's second stage).
+    """The reproductions (the TTRL miniature, about 10 minutes; the majority page's table) run only when asked
+    for: `-m miniature` (CI's second stage).
     Files holding slow tests go first, so parallel workers (`scripts/test`) start the long ones early and fill
     the end with short ones, rather than finishing on one long file while the others wait."""
     slow_files = {item.path for item in items if item.get_closest_marker("slow") is not None}

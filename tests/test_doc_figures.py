@@ -35,6 +35,7 @@ def test_the_page_shows_the_command_and_the_row() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.miniature  # a reproduction: CI's second stage, beside the TTRL miniature
 @pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs the local extra (torch)")
 def test_the_arith_table_reproduces(tmp_path: Path, testtime_cli: Callable[..., Any]) -> None:
     args, figures = arith_section()
