@@ -124,9 +124,12 @@ def test_another_model_or_a_batch_run_is_refused_with_advice_that_works(
         done = testtime_cli("run", "--method", "single", "--bench", "arith", "--limit", "1", "--model", "fake:",
                             "--out", str(batch), "--quiet")  # fmt: skip
         assert done.returncode == 0, done.stderr
+        with (batch / "results.jsonl").open("a") as f:
+            f.write('{"problem_id": "torn')  # as a kill -9 leaves it: its own resume repairs it, not a refused serve
+        files = {p.name: p.read_bytes() for p in batch.iterdir() if p.is_file() and p.name != ".lock"}
         refused = testtime_cli("serve", "--model", SPEC, "--api-base", upstream.url, "--out", str(batch))
         assert refused.returncode == 2 and f"testtime run --resume {batch}" in refused.stderr
-        assert json.loads((batch / "config.json").read_text())["kind"] == "batch"  # untouched
+        assert {p.name: p.read_bytes() for p in batch.iterdir() if p.is_file() and p.name != ".lock"} == files
 
 
 def test_a_served_run_of_the_previous_release_continues(tmp_path: Path, testtime_cli: Callable[..., Any]) -> None:

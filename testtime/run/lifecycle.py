@@ -161,28 +161,11 @@ def open_served(
     if (path / "config.json").is_file():
         directory = RunDir.open_existing(path)
         lock = _lock(directory)
-        directory.upgrade()
-        directory.repair_appended()  # a kill -9 may have torn the last line of a file this lifetime appends to
-        before = directory.read_manifest()
-        if before.kind != "served":
-            lock.close()
-            raise UserError(
-                f"{path} holds a {before.kind} run, not a served one; continue it with "
-                f"testtime run --resume {path}, or serve into another --out"
-            )
-        if before.run.model != settings.model:
-            lock.close()
-            raise UserError(
-                f"{path} was served with --model {before.run.model}; serve it again with that model, or choose "
-                "another --out (one run answers with one model)"
-            )
-        old, new = before.run.model_dump(), recorded.model_dump()
-        changed = {k: v for k, v in new.items() if v != old.get(k)}
-        if served != before.benchmark:
-            changed["served"] = served
-        resumed = [*before.resumed, Resumed(time=now(), changed=changed)]
-        update = {"run": recorded, "effective": effective, "method": method, "benchmark": served, "resumed": resumed}
-        manifest = before.model_copy(update={**update, "model": model, "versions": versions()})
+        try:
+            manifest = _continued_served(directory, recorded, served, effective, method, model)
+        except BaseException:
+            lock.close()  # refused: the folder is left as it was, for its own writer
+            raise
     else:
         directory = RunDir.create(path)
         lock = _lock(directory)
@@ -197,6 +180,39 @@ def open_served(
         )
     directory.write_manifest(manifest)
     return ServedDir(directory, manifest, lock)
+
+
+def _continued_served(
+    directory: RunDir,
+    recorded: RunSettings,
+    served: dict[str, Any],
+    effective: Effective,
+    method: dict[str, Any],
+    model: dict[str, Any],
+) -> RunManifest:
+    """The manifest of a served run served again, after checking it is one, with this model; nothing in the
+    folder changes before both checks pass."""
+    path = directory.path
+    before = directory.read_manifest()  # an older schema is read through the migration, in memory
+    if before.kind != "served":
+        raise UserError(
+            f"{path} holds a {before.kind} run, not a served one; continue it with "
+            f"testtime run --resume {path}, or serve into another --out"
+        )
+    if before.run.model != recorded.model:
+        raise UserError(
+            f"{path} was served with --model {before.run.model}; serve it again with that model, or choose "
+            "another --out (one run answers with one model)"
+        )
+    directory.upgrade()
+    directory.repair_appended()  # a kill -9 may have torn the last line of a file this lifetime appends to
+    old, new = before.run.model_dump(), recorded.model_dump()
+    changed = {k: v for k, v in new.items() if v != old.get(k)}
+    if served != before.benchmark:
+        changed["served"] = served
+    resumed = [*before.resumed, Resumed(time=now(), changed=changed)]
+    update = {"run": recorded, "effective": effective, "method": method, "benchmark": served, "resumed": resumed}
+    return before.model_copy(update={**update, "model": model, "versions": versions()})
 
 
 def create_or_resume(settings: RunSettings, folder: Path) -> OpenRun:
