@@ -197,11 +197,16 @@ class RunDir:
 
     def served_methods(self) -> dict[str, str]:
         """A served run's method per request id (each request may name its own); empty for other runs."""
-        return {
-            str(entry["id"]): str(entry["method"]["name"])
-            for entry in self.read_requests()
-            if isinstance(entry.get("method"), dict) and "name" in entry["method"] and "id" in entry
-        }
+        return request_methods(self.read_requests())
+
+
+def request_methods(requests: list[dict[str, Any]]) -> dict[str, str]:
+    """Request id → the method it was answered with, from `requests.jsonl` lines (`RunDir.read_requests`)."""
+    return {
+        str(entry["id"]): str(entry["method"]["name"])
+        for entry in requests
+        if isinstance(entry.get("method"), dict) and "name" in entry["method"] and "id" in entry
+    }
 
 
 def _validated(model: type[BaseModel], raw: dict[str, Any], path: Path) -> Any:

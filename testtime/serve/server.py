@@ -12,6 +12,7 @@ from testtime.core.errors import UserError
 from testtime.core.ledger import LedgerTotals
 from testtime.evaluation.summary import RunSummary
 from testtime.run.build import build_method, build_model, check_run_flags, check_sandbox_choice, effective_plan
+from testtime.run.directory import request_methods
 from testtime.run.lifecycle import ServedDir, open_served
 from testtime.run.outcome import write_outcome
 from testtime.run.settings import RunSettings
@@ -84,17 +85,18 @@ def _summarize(
     """The summary and predictions over every request the run answered, in all its lifetimes (a served run
     continued on its `--out` keeps one ledger): each request under the method it named."""
     directory = opened.directory
+    requests = directory.read_requests()  # read once: each request's method, and which ones warned
     return write_outcome(
         directory,
         settings,
         directory.read_results(),
         totals,
-        methods=directory.served_methods(),
+        methods=request_methods(requests),
         bench="served",
         n=n,
         wall_s=wall_s,
         complete=True,
-        warnings=served_warnings(sum(1 for r in directory.read_requests() if r.get("warnings"))),
+        warnings=served_warnings(sum(1 for r in requests if r.get("warnings"))),
     )
 
 

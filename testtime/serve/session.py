@@ -24,7 +24,7 @@ from testtime.benchmarks.dataset import INSTRUCTION
 from testtime.core.answers import equivalent
 from testtime.core.answers.freeform import final_reply
 from testtime.core.errors import RunStopped, UserError
-from testtime.core.ledger import LedgerTotals
+from testtime.core.ledger import Ledger, LedgerTotals
 from testtime.core.records import Candidate, Message, Problem, SamplingParams
 from testtime.core.results import ProblemResult, ResultRecord
 from testtime.evaluation.caveats import greedy_samples
@@ -96,12 +96,15 @@ class ServedRun:
         self.opened, self.settings, self.domain, self.format_hint = opened, settings, domain, format_hint
         self.directory = opened.directory
         self.engine = open_engine(settings, model, self.directory)
-        self.ledger = self.engine.ledger
         self.sandbox: Sandbox | None = None
         self._sandbox_lock = asyncio.Lock()
         self._requests = self.directory.requests_path.open("a", encoding="utf-8")
         self._methods: dict[str, PerProblem] = {}  # built methods by (name, domain, options), oldest first
         load_methods()
+
+    @property
+    def ledger(self) -> Ledger:
+        return self.engine.ledger
 
     # -- a request's method ---------------------------------------------------------------------------------
 
