@@ -11,16 +11,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shutil
+import tempfile
 import time
+from pathlib import Path
 
 from testtime.core.cache import CompletionCache
 from testtime.core.checkpoint import RoundCheckpoints
 from testtime.core.ledger import Ledger
-from testtime.core.records import Message, Problem, SamplingParams
+from testtime.core.records import Message, Problem, Reference, SamplingParams
 from testtime.core.rollout import RolloutEngine
 from testtime.methods import MethodContext
 from testtime.methods.trt.loop import TRT
 from testtime.models.fake import FakeModel
+from testtime.run.directory import RunDir
+from testtime.run.loop import ProblemList, Session, unlabelled_of
 
 
 def main() -> None:
@@ -52,12 +57,20 @@ def main() -> None:
     method.prepare("math")
     ctx.sampling = method.sampling("math", ctx.params)
 
+    folder = Path(tempfile.mkdtemp(prefix="trt-orchestration-"))
+    directory = RunDir.create(folder / "run")
+
     async def solve_all() -> int:
-        return len([result async for result in method.stream(problems, ctx)])
+        """Through the run loop, as `testtime run` answers a batch (results graded and appended as they land)."""
+        session = Session(directory, engine, unlabelled_of)
+        references = {p.id: Reference(problem_id=p.id) for p in problems}
+        await session.drive(ProblemList(problems, problems, references, directory.path), method.learner(ctx), 256)
+        return len(directory.read_results())
 
     wall, cpu = time.perf_counter(), time.process_time()
     solved = asyncio.run(solve_all())
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    shutil.rmtree(folder)
     critical = (1 + 2 * args.rounds) * args.latency
     calls = ledger.totals.calls
     assert solved == args.problems, f"{solved} of {args.problems} problems came back"

@@ -1,9 +1,11 @@
 """Methods, registered by name: `single`, `majority`, `trt`, `rsa`, `ttrl`.
 
-Contract (the one the runner calls): `method.stream(problems, ctx)` yields one `ProblemResult` per problem
-as soon as it is ready. A method sees `Problem`s and a `MethodContext`; neither can reach a `Reference`
-(architecture invariant 1), and methods never import `testtime.benchmarks`. Methods that solve each problem
-on its own subclass `PerProblem` and write `solve`; TTRL, which trains on the whole set, writes `stream`.
+Contract (the one the run loop calls, `run/loop.py`): `method.learner(ctx)` gives the `Learner`
+(`methods/online.py`) that may prepare over a whole set, answers one problem at a time and may learn after each,
+for every kind of run (batch, stream, served, shard). A method sees `Problem`s and a `MethodContext`; neither
+can reach a `Reference` (architecture invariant 1), and methods never import `testtime.benchmarks`. Methods
+that solve each problem on its own subclass `PerProblem` and write `solve` (their learner is `NoAdaptation`);
+TTRL, which trains on the whole set (or on a stream as it goes), writes `learner`.
 Each method declares its options as a pydantic model (`Options`, with its own flags) and the generic run
 flags it reads (`run_flags`); `prepare(domain)` builds what depends on the benchmark's domain (its selector)
 before any run directory exists. `sampling(domain, base)` says what each kind of call it makes will send
@@ -14,10 +16,9 @@ parameters from it, so what is recorded is what was sent.
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -27,7 +28,7 @@ from pydantic import Field
 from testtime.core.answers import extract_answer
 from testtime.core.answers.freeform import final_reply
 from testtime.core.checkpoint import RoundCheckpoints
-from testtime.core.errors import RunStopped, UserError
+from testtime.core.errors import UserError
 from testtime.core.ledger import CallPurpose
 from testtime.core.options import Options, flag
 from testtime.core.oracle import LabelOracle
@@ -203,22 +204,17 @@ class Method(ABC):
         """Rounds (TRT) or steps (RSA) per problem, for the progress bar; None for single-shot methods."""
         return None
 
-    @abstractmethod
-    def stream(self, problems: Sequence[Problem], ctx: MethodContext) -> AsyncIterator[ProblemResult]:
-        """Solve the problems without labels, yielding each result as soon as it is ready."""
-
-    def check_stream(self) -> None:
+    def check_stream(self) -> None:  # noqa: B027 - optional hook
         """Refuse options that need a stream (or cannot run on one), before the run directory exists."""
-        if self.streaming and type(self).learner is Method.learner:
-            raise UserError(f"--method {self.name} cannot run on a stream")
 
+    @abstractmethod
     def learner(self, ctx: MethodContext) -> Learner:
-        """What answers and learns on a stream (`--stream`): one problem at a time, in arrival order."""
-        raise UserError(f"--method {self.name} cannot run on a stream")
+        """What answers (and may learn) in the run loop: one problem at a time, after an optional `prepare`
+        over the whole set; on a stream, in arrival order."""
 
 
 class PerProblem(Method):
-    """A method that solves each problem on its own; problems run concurrently."""
+    """A method that solves each problem on its own; in a batch, problems run concurrently."""
 
     @abstractmethod
     async def solve(self, problem: Problem, ctx: MethodContext) -> ProblemResult:
@@ -228,32 +224,6 @@ class PerProblem(Method):
         from testtime.methods.online import NoAdaptation
 
         return NoAdaptation(self, ctx)
-
-    async def stream(self, problems: Sequence[Problem], ctx: MethodContext) -> AsyncIterator[ProblemResult]:
-        """The caller grades outside the method, so nothing that can reach a reference is ever handed in. When
-        a budget runs out or a stop is asked for, the problems still running finish what is in flight (every paid
-        call lands in the ledger, every finished problem is yielded) and the stop is raised after them."""
-        slots = asyncio.Semaphore(ctx.problem_concurrency)
-
-        async def one(problem: Problem) -> ProblemResult:
-            async with slots:
-                return await self.solve(problem, ctx)
-
-        tasks = [asyncio.create_task(one(p)) for p in problems]
-        stopped: RunStopped | None = None
-        try:
-            for finished in asyncio.as_completed(tasks):
-                try:
-                    result = await finished
-                except RunStopped as exc:
-                    stopped = stopped or exc  # the others now fail fast at their next call
-                    continue
-                yield result
-        finally:
-            for task in tasks:
-                task.cancel()
-        if stopped is not None:
-            raise stopped
 
 
 METHODS: Registry[Method] = Registry("method")

@@ -1,8 +1,9 @@
-"""Run an opened run (`lifecycle`): solve every problem not yet done, grade as results arrive, summarise.
+"""Run an opened run (`lifecycle`) through the loop (`loop.py`): its source, its method's learner, its outcome.
 
-The method sees problems and a context only. Grading happens here, as each problem's result streams out,
-with the sealed references the method never receives. Results, ledger and cache live in the run directory,
-so `--resume` continues a killed run and `--replay` re-scores from the cache with no model call.
+The method sees problems and a context only; the session grades each result with the sealed references the
+method never receives. Results, ledger and cache live in the run directory, so `--resume` continues a killed
+run and `--replay` re-scores from the cache with no model call. Stop signals, budgets and the summary are
+handled here once for batch runs, streams and shards (a Ray task runs its shard through this function).
 """
 
 from __future__ import annotations
@@ -15,18 +16,20 @@ from collections.abc import Callable
 
 from testtime.core.checkpoint import RoundCheckpoints
 from testtime.core.errors import BudgetExhausted, Interrupted, RunStopped
-from testtime.core.results import ResultRecord, read_steps
+from testtime.core.results import Grading, ProblemResult, ResultRecord
 from testtime.core.rollout import RolloutEngine
 from testtime.evaluation.caveats import plan_warnings
 from testtime.evaluation.scoring import score
 from testtime.evaluation.summary import RunSummary
 from testtime.methods import MethodContext, PerProblem
+from testtime.methods.online import Learner
 from testtime.run.build import label_oracle
 from testtime.run.engine import open_engine
 from testtime.run.lifecycle import OpenRun
+from testtime.run.loop import Arrival, ProblemList, Session, Source, unlabelled_of
 from testtime.run.observer import ProgressPlan, QuietObserver, RunObserver
 from testtime.run.outcome import write_outcome
-from testtime.run.stream import solve_stream, update_steps
+from testtime.run.stream import StreamSource
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 GRACE_S = 10.0  # how long calls in flight may take to land after a stop signal
@@ -40,20 +43,18 @@ def _failed_round(record: ResultRecord) -> int | None:
     return 0 if any(c.error for c in record.candidates) else None
 
 
-def execute(run: OpenRun, observer: RunObserver | None = None, retry_errors: bool = True) -> RunSummary:
-    """Solve every problem not yet in results.jsonl, grade as results arrive, write summary.json. With
-    `retry_errors` (a resume's default), problems with failed samples are solved again: every sample that
-    succeeded comes back from the cache, every failed one is asked for again (its attempts stay in the
-    ledger), multi-round methods restart at the first round that had a failure."""
-    observer = observer or QuietObserver()
-    settings, parts, directory = run.settings, run.parts, run.directory
-    method, problems = parts.method, parts.problems
+def open_source(run: OpenRun, checkpoints: RoundCheckpoints, retry_errors: bool) -> tuple[Source, int]:
+    """What feeds this run's loop, and how many problems a resume solves again: a stream's arrivals, or a
+    batch's problems not yet done. With `retry_errors` (a resume's default), a batch's problems with failed
+    samples are solved again: every sample that succeeded comes back from the cache, every failed one is asked
+    for again (its attempts stay in the ledger), multi-round methods restart at the first round that failed.
+    A stream's answers belong to the state they met: a failed sample is never asked again by a later state."""
+    directory, problems = run.directory, run.parts.problems
+    if run.settings.stream:
+        return StreamSource(run), 0
     done = directory.read_results()
-    checkpoints = RoundCheckpoints(directory.rounds_path)
     retried = 0
-    streaming = settings.stream
-    # A stream's answers belong to the state they met: a failed sample is never asked again by a later state.
-    if retry_errors and not streaming and run.replay_of is None and isinstance(method, PerProblem):
+    if retry_errors and run.replay_of is None and isinstance(run.parts.method, PerProblem):
         for record in list(done):
             first = _failed_round(record)
             if first is not None:
@@ -61,12 +62,21 @@ def execute(run: OpenRun, observer: RunObserver | None = None, retry_errors: boo
                 done.remove(record)
                 retried += 1
     directory.rewrite_results(done)
-    if not streaming:
-        directory.write_problems(problems)  # a stream records each problem as it arrives
+    directory.write_problems(problems)
     done_ids = {r.problem_id for r in done}
     todo = [p for p in problems if p.id not in done_ids]
+    return ProblemList(problems, todo, run.parts.references, directory.path), retried
+
+
+def execute(run: OpenRun, observer: RunObserver | None = None, retry_errors: bool = True) -> RunSummary:
+    """Run an opened batch, stream or shard through the loop until its source is spent (or a budget or a stop
+    signal ends it), then write its outcome. Served runs enter the same loop per request (`serve/session.py`)."""
+    observer = observer or QuietObserver()
+    settings, parts, directory = run.settings, run.parts, run.directory
+    method = parts.method
+    checkpoints = RoundCheckpoints(directory.rounds_path)
+    source, retried = open_source(run, checkpoints, retry_errors)
     engine = open_engine(settings, parts.model, directory, cache_of=run.replay_of)
-    ledger = engine.ledger
     effective = run.manifest.effective
     ctx = MethodContext(
         checkpoints=checkpoints,
@@ -80,24 +90,34 @@ def execute(run: OpenRun, observer: RunObserver | None = None, retry_errors: boo
         sampling=dict(effective.sampling) if effective else {},
         oracle=label_oracle(parts),
     )
-    started = time.perf_counter()
-    stopped = None
-    per_problem = method.planned_calls(parts.benchmark.domain, settings.n)
-    rounds = method.planned_rounds()
-    stdin = streaming and not problems
+    done = len(directory.read_results())
+    known = source.known()
+    per_problem, rounds = method.planned_calls(parts.benchmark.domain, settings.n), method.planned_rounds()
     observer.start(
         ProgressPlan(
-            problems=None if stdin else len(problems),
-            done=len(done),
-            totals=ledger.totals,
-            planned_calls=per_problem * len(todo) if per_problem and not stdin else None,
-            rounds=rounds * len(problems) if rounds and not stdin else None,
+            problems=known,
+            done=done,
+            totals=engine.ledger.totals,
+            planned_calls=per_problem * (known - done) if per_problem and known is not None else None,
+            rounds=rounds * known if rounds and known is not None else None,
         )
     )
-    interrupted: Interrupted | None = None
-    budget: BudgetExhausted | None = None
+
+    def grade(arrival: Arrival, result: ProblemResult) -> Grading:
+        if arrival.reference is None:
+            return unlabelled_of(arrival, result)
+        return score(parts.benchmark, result, arrival.reference)
+
+    session = Session(
+        directory,
+        engine,
+        grade,
+        on_result=lambda record: observer.problem_done(record, checkpoints.finished_rounds()),
+    )
+    started = time.perf_counter()
+    stopped, interrupted, budget = None, None, None
     try:
-        asyncio.run(_solve(run, todo, ctx, observer, checkpoints, streaming))
+        asyncio.run(_drive(session, source, method.learner(ctx), ctx, observer, checkpoints))
     except RunStopped as exc:
         stopped = str(exc)  # finished problems are saved; a resume (with a larger budget) continues
         interrupted = exc if isinstance(exc, Interrupted) else None
@@ -110,30 +130,22 @@ def execute(run: OpenRun, observer: RunObserver | None = None, retry_errors: boo
         engine.close()
         parts.close()
     if budget is not None:  # the spend once every call in flight has landed, not when the stop fired
-        stopped = budget.final(ledger.totals.cost_usd if budget.kind == "cost" else ledger.totals.tokens)
+        stopped = budget.final(engine.ledger.totals.cost_usd if budget.kind == "cost" else engine.ledger.totals.tokens)
     records = directory.read_results()
-    # A stream's problems are what arrived, in arrival order; one from a benchmark is complete once all arrived.
-    arrived = list(directory.read_problems().values()) if streaming else problems
-    extra = {}
-    if parts.benchmark.domain == "code":
-        extra["grader"] = parts.benchmark.describe().get("grader", "lenient")
-    steps = update_steps(directory.path) if streaming else read_steps(directory.path / "ttrl" / "steps.jsonl")
+    extra = {"grader": parts.benchmark.describe().get("grader", "lenient")} if parts.benchmark.domain == "code" else {}
     summary = write_outcome(
         directory,
         settings,
         records,
-        ledger.totals,
-        order=[p.id for p in arrived],
-        steps=steps,
-        stream_order=("stdin" if stdin else "shuffled" if settings.shuffle else "dataset") if streaming else None,
+        engine.ledger.totals,
         n=effective.n if effective else settings.n,
         wall_s=time.perf_counter() - started,
         replay=run.replay_of is not None,
-        complete=len(records) == len(arrived if stdin else problems),
         stopped=stopped,
         retried_problems=retried,
         uses_labels=method.uses_labels(),
         warnings=plan_warnings(effective.sampling, effective.n) if effective else [],
+        **source.outcome(records),
         **extra,
     )
     run.release()
@@ -161,19 +173,14 @@ def _stop_on_signals(engine: RolloutEngine) -> Callable[[], None]:
     return lambda: [loop.remove_signal_handler(s) for s in STOP_SIGNALS] and None
 
 
-async def _solve(
-    run: OpenRun,
-    todo: list,
+async def _drive(
+    session: Session,
+    source: Source,
+    learner: Learner,
     ctx: MethodContext,
     observer: RunObserver,
     checkpoints: RoundCheckpoints,
-    streaming: bool = False,
 ) -> None:
-    parts = run.parts
-
-    def on_result(record: ResultRecord) -> None:
-        observer.problem_done(record, checkpoints.finished_rounds())
-
     async def refresh() -> None:
         while True:
             observer.tick(checkpoints.finished_rounds())
@@ -182,15 +189,7 @@ async def _solve(
     refresher = asyncio.create_task(refresh())
     undo = _stop_on_signals(ctx.engine)
     try:
-        if streaming:
-            await solve_stream(run, ctx, on_result, observer.note)
-        else:
-            async for result in parts.method.stream(todo, ctx):
-                # Grading may run programs in the sandbox: off the event loop, so sampling carries on meanwhile.
-                grading = await asyncio.to_thread(score, parts.benchmark, result, parts.references[result.problem_id])
-                record = ResultRecord.of(result, grading)
-                run.directory.append_result(record)
-                on_result(record)
+        await session.drive(source, learner, ctx.problem_concurrency, observer.note)
     except asyncio.CancelledError:
         stop = ctx.engine.stop
         if isinstance(stop, Interrupted):
@@ -199,8 +198,8 @@ async def _solve(
     finally:
         undo()
         refresher.cancel()
-        if parts.model is not None:
-            await parts.model.aclose()
+        if ctx.engine.model is not None:
+            await ctx.engine.model.aclose()
         # Whatever is left (calls of an abandoned problem) ends here, its errors collected, so an error that
         # stopped the run is reported once, by the caller, and not again by asyncio's shutdown.
         others = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]

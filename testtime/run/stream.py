@@ -19,8 +19,7 @@ import random
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -31,17 +30,10 @@ from testtime.benchmarks.stdin import StdinStream
 from testtime.core.errors import UserError
 from testtime.core.jsonl import read_records
 from testtime.core.records import Problem, Record, Reference
-from testtime.core.results import ProblemResult, ResultRecord, StreamUpdate, TTRLStep, read_steps
-from testtime.evaluation.scoring import score
-from testtime.methods import MethodContext
+from testtime.core.results import ResultRecord, StreamUpdate, TTRLStep, read_steps
+from testtime.methods.online import Learner
 from testtime.run.lifecycle import OpenRun
-
-
-@dataclass
-class Arrival:
-    problem: Problem
-    reference: Reference
-    new: bool = True  # read now (False: recorded before a resume, in flight when the run stopped)
+from testtime.run.loop import Arrival, Source
 
 
 class StreamFiles:
@@ -131,89 +123,103 @@ async def _stdin_lines(source: BinaryIO) -> AsyncIterator[bytes]:
         yield line
 
 
-async def arrivals(
-    run: OpenRun, files: StreamFiles, warn: Callable[[str], None], seen: dict[str, Problem], answered: set[str]
-) -> AsyncIterator[Arrival]:
-    """What arrives, in order: the arrival a stopped run had in flight (`seen`, not `answered`), then the
-    benchmark's order (skipping what arrived before) or standard input's lines (a bad line or a repeated id
-    rejected, the stream going on)."""
-    parts, seen = run.parts, dict(seen)
-    labels = files.read_labels()
-    for problem in seen.values():
-        if problem.id not in answered:
-            yield Arrival(problem, labels.get(problem.id, Reference(problem_id=problem.id)), new=False)
-    if run.replay_of is not None:  # the recorded arrivals, in their order, answered from the cache
-        recorded = StreamFiles(run.replay_of.path).read_labels()
-        for problem in run.replay_of.read_problems().values():
-            if problem.id not in seen:
-                yield Arrival(problem, recorded.get(problem.id, Reference(problem_id=problem.id)))
-        return
-    benchmark = parts.benchmark
-    if not isinstance(benchmark, StdinStream):
-        for problem in arrival_order(parts.problems, run.settings.shuffle, run.settings.seed):
-            if problem.id not in seen:
-                yield Arrival(problem, parts.references[problem.id])
-        return
-    number = len(seen) + files.rejected_count()  # lines without an id are named by their place in the stream
-    if sys.stdin.isatty():
-        warn("reading problems from standard input: one JSON object a line; end with Ctrl-D")
-    async for raw in _stdin_lines(sys.stdin.buffer):
-        if not raw.strip():
-            continue
-        number += 1
-        try:
-            problem, reference = benchmark.parse(utf8_line(raw, f"stdin:{number}"), number)
-            if problem.id in seen:
-                raise UserError(f"stdin:{number}: id '{problem.id}' arrived before (answered once, not again)")
-        except UserError as exc:
-            files.reject(f"stdin:{number}", str(exc))
-            warn(str(exc))
-            continue
-        seen[problem.id] = problem
-        yield Arrival(problem, reference)
+class StreamSource(Source):
+    """A stream's arrivals, one at a time: a benchmark in its own or a seeded order, standard input's lines,
+    or (a replay) the recorded arrivals. Each is recorded before it is answered; a resume first rebuilds the
+    learner's state from the answered arrivals and answers the one that was in flight."""
 
+    ordered = True
 
-async def solve_stream(
-    run: OpenRun,
-    ctx: MethodContext,
-    on_result: Callable[[ResultRecord], None],
-    warn: Callable[[str], None],
-) -> None:
-    """Answer each arrival with the learner's state as it stands, grade it, then let the learner learn."""
-    files, directory = StreamFiles(run.path), run.directory
-    learner = run.parts.method.learner(ctx)
-    try:
-        problems = directory.read_problems()
-        directory.write_problems(list(problems.values()))  # without a line a kill -9 tore
-        files.repair()
+    def __init__(self, run: OpenRun) -> None:
+        self.run, self.files, self.directory = run, StreamFiles(run.path), run.directory
+        self.seen: dict[str, Problem] = {}
+        self.answered: set[str] = set()
+
+    async def open(self, learner: Learner, warn: Callable[[str], None]) -> None:
+        self.warn = warn
+        self.seen = self.directory.read_problems()
+        self.directory.write_problems(list(self.seen.values()))  # without a line a kill -9 tore
+        self.files.repair()
         results = sorted(
-            (r for r in directory.read_results() if r.answered_with is not None),
+            (r for r in self.directory.read_results() if r.answered_with is not None),
             key=lambda r: r.answered_with.arrival if r.answered_with else 0,
         )
+        self.answered = {r.problem_id for r in results}
+        if not results:
+            return
         # a learner rebuilds its state from what it answered, never from the grades written beside it
-        answered: list[tuple[Problem, ProblemResult]] = [(problems[r.problem_id], r.ungraded()) for r in results]
-        arrived = len(problems)
-        if answered:
-            note, made = await learner.restore(answered, files.read_updates())
-            for update in made:
-                files.append_update(update)
-            resumed = f"stream resumed after {len(answered)} answered arrivals (none is answered again)"
-            warn(f"{resumed}; {note}" if note else resumed)
-        order = list(problems)
-        async for arrival in arrivals(run, files, warn, problems, {r.problem_id for r in results}):
-            problem = arrival.problem
-            place = arrived if arrival.new else order.index(problem.id)
-            if arrival.new:
-                directory.append_problem(problem)
-                files.append_label(arrival.reference)
-                arrived += 1
-            result = await learner.answer(problem, place)
-            grading = await asyncio.to_thread(score, run.parts.benchmark, result, arrival.reference)
-            record = ResultRecord.of(result, grading)
-            directory.append_result(record)
-            on_result(record)
-            update = await learner.learn(problem, result)
-            if update is not None:
-                files.append_update(update)
-    finally:
-        await learner.close()
+        answered = [(self.seen[r.problem_id], r.ungraded()) for r in results]
+        note, made = await learner.restore(answered, self.files.read_updates())
+        for update in made:
+            self.files.append_update(update)
+        resumed = f"stream resumed after {len(answered)} answered arrivals (none is answered again)"
+        warn(f"{resumed}; {note}" if note else resumed)
+
+    def learned(self, update: StreamUpdate) -> None:
+        self.files.append_update(update)
+
+    def stdin(self) -> bool:
+        return not self.run.parts.problems  # standard input knows none ahead
+
+    def known(self) -> int | None:
+        return None if self.stdin() else len(self.run.parts.problems)
+
+    def outcome(self, records: Sequence[ResultRecord]) -> dict[str, Any]:
+        """A stream's problems are what arrived, in arrival order; one from a benchmark is complete once all
+        arrived and were answered, one from standard input once every arrival was answered."""
+        arrived = list(self.directory.read_problems())
+        settings = self.run.settings
+        return {
+            "order": arrived,
+            "complete": len(records) == (len(arrived) if self.stdin() else len(self.run.parts.problems)),
+            "steps": update_steps(self.run.path),
+            "stream_order": "stdin" if self.stdin() else "shuffled" if settings.shuffle else "dataset",
+        }
+
+    async def arrivals(self) -> AsyncIterator[Arrival]:
+        """The arrival a stopped run had in flight (recorded, not answered), then the new ones, each recorded
+        (`problems.jsonl`, its label in `stream/labels.jsonl`) before it is answered."""
+        order = list(self.seen)
+        labels = self.files.read_labels()
+        for place, problem in enumerate(self.seen.values()):
+            if problem.id not in self.answered:
+                yield Arrival(problem, labels.get(problem.id, Reference(problem_id=problem.id)), place, new=False)
+        async for problem, reference in self._new():
+            self.directory.append_problem(problem)
+            self.files.append_label(reference)
+            yield Arrival(problem, reference, len(order))
+            order.append(problem.id)
+
+    async def _new(self) -> AsyncIterator[tuple[Problem, Reference]]:
+        """What has not arrived before: the benchmark's order or the recorded one (a replay, answered from the
+        cache), or standard input's lines (a bad line or a repeated id rejected, the stream going on)."""
+        run, seen = self.run, dict(self.seen)
+        if run.replay_of is not None:
+            recorded = StreamFiles(run.replay_of.path).read_labels()
+            for problem in run.replay_of.read_problems().values():
+                if problem.id not in seen:
+                    yield problem, recorded.get(problem.id, Reference(problem_id=problem.id))
+            return
+        benchmark = run.parts.benchmark
+        if not isinstance(benchmark, StdinStream):
+            for problem in arrival_order(run.parts.problems, run.settings.shuffle, run.settings.seed):
+                if problem.id not in seen:
+                    yield problem, run.parts.references[problem.id]
+            return
+        number = len(seen) + self.files.rejected_count()  # lines without an id are named by their place
+        if sys.stdin.isatty():
+            self.warn("reading problems from standard input: one JSON object a line; end with Ctrl-D")
+        async for raw in _stdin_lines(sys.stdin.buffer):
+            if not raw.strip():
+                continue
+            number += 1
+            try:
+                problem, reference = benchmark.parse(utf8_line(raw, f"stdin:{number}"), number)
+                if problem.id in seen:
+                    raise UserError(f"stdin:{number}: id '{problem.id}' arrived before (answered once, not again)")
+            except UserError as exc:
+                self.files.reject(f"stdin:{number}", str(exc))
+                self.warn(str(exc))
+                continue
+            seen[problem.id] = problem
+            yield problem, reference

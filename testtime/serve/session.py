@@ -1,11 +1,12 @@
 """A served run: one run directory, one engine, one ledger and one cache for every request the server answers.
 
-Each request is one problem. Its method (the server's own, or the one the request names) solves it through the
-shared `RolloutEngine`, so retries, timeouts, budgets, key scrubbing and the ledger follow the run rules, and
-the engine's slots bound the calls in flight across all requests. A request's usage is the sum of its own
-ledger lines. What was answered goes to `results.jsonl` (an unlabelled result, as any run writes) and what was
-asked to `requests.jsonl` (`ServedRecord`: the method, the sampling each kind of call sent, the seed, the
-usage), so every answer can be traced and redrawn.
+Each request is one arrival of the run loop (`run/loop.py`): the learner of its method (the server's own, or
+the one the request names) answers it through the shared `RolloutEngine`, so retries, timeouts, budgets, key
+scrubbing and the ledger follow the run rules, and the engine's slots bound the calls in flight across all
+requests; the session's one step grades it (unlabelled) and appends it, as for every kind of run. A request's
+usage is the sum of its own ledger lines. What was answered goes to `results.jsonl` (an unlabelled result, as
+any run writes) and what was asked to `requests.jsonl` (`ServedRecord`: the method, the sampling each kind of
+call sent, the seed, the usage), so every answer can be traced and redrawn.
 """
 
 from __future__ import annotations
@@ -26,13 +27,13 @@ from testtime.core.answers.freeform import final_reply
 from testtime.core.errors import RunStopped, UserError
 from testtime.core.ledger import Ledger, LedgerTotals
 from testtime.core.records import Candidate, Message, Problem, SamplingParams
-from testtime.core.results import ProblemResult, ResultRecord
+from testtime.core.results import ProblemResult
 from testtime.evaluation.caveats import greedy_samples
 from testtime.evaluation.labelfree import answer_logprob, confidence
-from testtime.evaluation.scoring import unlabelled
 from testtime.methods import METHODS, MethodContext, PerProblem, load_methods
 from testtime.run.engine import open_engine
 from testtime.run.lifecycle import ServedDir
+from testtime.run.loop import Arrival, Session, unlabelled_of
 from testtime.run.settings import RunSettings
 from testtime.sandbox import Sandbox
 from testtime.sandbox.choose import open_sandbox
@@ -96,6 +97,7 @@ class ServedRun:
         self.opened, self.settings, self.domain, self.format_hint = opened, settings, domain, format_hint
         self.directory = opened.directory
         self.engine = open_engine(settings, model, self.directory)
+        self.session = Session(self.directory, self.engine, unlabelled_of, record_problems=True)
         self.sandbox: Sandbox | None = None
         self._sandbox_lock = asyncio.Lock()
         self._requests = self.directory.requests_path.open("a", encoding="utf-8")
@@ -187,16 +189,13 @@ class ServedRun:
         result: ProblemResult | None = None
         error = None
         try:
-            result = await method.solve(problem, ctx)
+            result = await self.session.answer(Arrival(problem, reference=None), method.learner(ctx))
         except RunStopped as exc:  # the server's budget is spent
             error = f"stopped: {exc}"
         finally:
             self.ledger.unwatch(request_id)
         reply = None
         if result is not None:
-            record = ResultRecord.of(result, unlabelled(request.domain, result))
-            self.directory.append_problem(problem)
-            self.directory.append_result(record)
             reply = reply_of(result, request.domain)
             if reply is None:
                 failed = [c.error for c in result.candidates if c.error]

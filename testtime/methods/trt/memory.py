@@ -39,7 +39,7 @@ class SharedMemoryLearner(Learner):
     def state(self) -> int:
         return self.memory.version
 
-    async def answer(self, problem: Problem, arrival: int) -> ProblemResult:
+    async def answer(self, problem: Problem, arrival: int | None) -> ProblemResult:
         shown = self.memory.shown()
         self._save()
         result = await self.method.solve(problem, self.ctx, memory=self.memory.render(shown))

@@ -1,5 +1,9 @@
-"""What offline and online TTRL share around the trainer: a training run handed to TRL's thread from the run's
-event loop (`train`), and the engine that samples from trained weights (`trained_engine`)."""
+"""What offline and online TTRL share: one learner (`TTRLLearner`: weights that a training run replaces, behind
+an engine of their own) on two schedules, a training run handed to TRL's thread from the run's event loop
+(`train`), and the engine that samples from trained weights (`trained_engine`).
+
+Offline (`offline.py`, the paper's): one update over the whole set before any answer. Online (`online.py`): an
+update every `update_every` arrivals of a stream, over a window of them."""
 
 from __future__ import annotations
 
@@ -8,14 +12,78 @@ import ctypes
 import gc
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar, Literal
 
+from testtime.core.errors import UserError
 from testtime.core.model import LanguageModel
 from testtime.core.records import Problem
 from testtime.core.rollout import RolloutEngine
 from testtime.methods import MethodContext
+from testtime.methods.online import Learner
 from testtime.methods.ttrl.settings import TTRLSettings
 from testtime.methods.ttrl.trl_backend import TrainingJob, train_ttrl
+from testtime.models import resolve_model
 from testtime.selectors import SelectionContext, Selector
+
+if TYPE_CHECKING:
+    from testtime.methods.ttrl import TTRL
+
+
+class TTRLLearner(Learner):
+    """Weights, and the engine that samples from them: the base model's until a training run replaces them."""
+
+    kind: ClassVar[Literal["none", "memory", "weights"]] = "weights"
+
+    def __init__(self, method: TTRL, ctx: MethodContext) -> None:
+        if ctx.engine.model is None or ctx.workdir is None:
+            raise UserError("ttrl trains: it cannot be replayed from the cache; use --resume")
+        self.method, self.ctx, self.settings = method, ctx, method.settings
+        self.workdir: Path = ctx.workdir
+        self.provider = ctx.engine.model_name.partition(":")[0]
+        self.weights: str = ctx.engine.model.path  # type: ignore[attr-defined]
+        self.engine = ctx.engine
+        self.steps = 0  # optimiser steps taken: the state an answer names
+
+    @property
+    def state(self) -> int:
+        return self.steps
+
+    async def train(
+        self,
+        problems: Sequence[Problem],
+        settings: TTRLSettings,
+        workdir: Path,
+        context: Callable[[Problem], SelectionContext],
+        seed: int,
+        earlier_steps: tuple[Path, ...] = (),
+    ) -> None:
+        """Train the current weights on `problems` into `workdir` (its `ttrl/`); the trained ones become current
+        (`load` puts them behind an engine)."""
+        if self.engine.model is not None:
+            await self.engine.model.aclose()  # free these weights before the trainer loads its own copy
+        final = await train(
+            self.ctx,
+            model_path=self.weights,
+            problems=problems,
+            settings=settings,
+            workdir=workdir,
+            model_name=self.ctx.engine.model_name,
+            selector=self.method.selector_for(problems[0].domain),
+            context=context,
+            seed=seed,
+            earlier_steps=earlier_steps,
+        )
+        self.weights = str(final)
+
+    async def load(self, name: str) -> None:
+        """The current weights behind their own engine; `name` keys its cache, so no answer of other weights
+        comes back from it."""
+        model = resolve_model(f"{self.provider}:{self.weights}", max_batch=self.ctx.engine.concurrency)
+        self.engine = trained_engine(self.ctx, model, name)
+
+    async def close(self) -> None:
+        if self.engine is not self.ctx.engine and self.engine.model is not None:
+            await self.engine.model.aclose()
 
 
 async def train(

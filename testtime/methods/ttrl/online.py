@@ -23,39 +23,24 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from testtime.core.errors import UserError
 from testtime.core.records import Problem
 from testtime.core.results import ProblemResult, StreamUpdate, read_steps
 from testtime.methods import MethodContext
 from testtime.methods.majority import vote
-from testtime.methods.online import Learner
-from testtime.methods.ttrl.jobs import train, trained_engine
-from testtime.models import resolve_model
+from testtime.methods.ttrl.jobs import TTRLLearner
 
 if TYPE_CHECKING:
     from testtime.methods.ttrl import TTRL
 
 
-class OnlineTTRL(Learner):
-    kind = "weights"
-
+class OnlineTTRL(TTRLLearner):
     def __init__(self, method: TTRL, ctx: MethodContext) -> None:
-        if ctx.engine.model is None or ctx.workdir is None:
-            raise UserError("online ttrl trains: it cannot be replayed from the cache; use --resume")
-        self.method, self.ctx, self.settings = method, ctx, method.settings
-        self.provider = ctx.engine.model_name.partition(":")[0]
-        self.weights: str = ctx.engine.model.path  # type: ignore[attr-defined]
-        self.engine = ctx.engine
+        super().__init__(method, ctx)
         self.buffer: list[Problem] = []
-        self.steps = 0
         self.updates = 0
         self.collapsed: str | None = None  # the alarm stopped an update (collapse=stop): the weights stay as they are
 
-    @property
-    def state(self) -> int:
-        return self.steps
-
-    async def answer(self, problem: Problem, arrival: int) -> ProblemResult:
+    async def answer(self, problem: Problem, arrival: int | None) -> ProblemResult:
         ctx = self.ctx
         if ctx.engine.stop is not None:  # stop signals reach the run's engine, not the trained weights' own
             raise ctx.engine.stop
@@ -87,13 +72,8 @@ class OnlineTTRL(Learner):
             note += "; the update that was due ran now (from its last checkpoint), 0 arrivals answered again"
         return note, made
 
-    async def close(self) -> None:
-        if self.engine is not self.ctx.engine and self.engine.model is not None:
-            await self.engine.model.aclose()
-
     def _folder(self, update: int) -> Path:
-        assert self.ctx.workdir is not None
-        return self.ctx.workdir / "stream" / f"update-{update}"
+        return self.workdir / "stream" / f"update-{update}"
 
     def _steps_file(self, update: int) -> Path:
         return self._folder(update) / "ttrl" / "steps.jsonl"
@@ -122,22 +102,16 @@ class OnlineTTRL(Learner):
             }
         )
         started = time.perf_counter()
-        if self.engine.model is not None:
-            await self.engine.model.aclose()  # free these weights before the trainer loads its copy
-        final = await train(
-            ctx,
-            model_path=self.weights,
-            problems=window,
-            settings=settings,
-            workdir=self._folder(update),
-            model_name=ctx.engine.model_name,
-            selector=self.method.selector_for(window[0].domain),
+        await self.train(
+            window,
+            settings,
+            self._folder(update),
             context=lambda problem: ctx.selection(),
             seed=ctx.seed + update,
             earlier_steps=tuple(self._steps_file(k) for k in range(1, update)),
         )
         self.steps += len({step.step for step in read_steps(self._steps_file(update))})
-        self.updates, self.weights = update, str(final)
+        self.updates = update
         self.collapsed = self._stopped_by_alarm(update)
         await self._load()
         # Only what a resume needs stays: the newest weights (a 135M model's checkpoint is 1.6 GB with its optimiser).
@@ -151,7 +125,5 @@ class OnlineTTRL(Learner):
         )
 
     async def _load(self) -> None:
-        """The current weights behind their own engine; its name carries the step, so no answer of another state
-        comes back from the cache."""
-        model = resolve_model(f"{self.provider}:{self.weights}", max_batch=self.ctx.engine.concurrency)
-        self.engine = trained_engine(self.ctx, model, f"{self.ctx.engine.model_name}+ttrl@{self.steps}")
+        """Its name carries the step, so no answer of another state comes back from the cache."""
+        await self.load(f"{self.ctx.engine.model_name}+ttrl@{self.steps}")
