@@ -265,3 +265,43 @@ def test_ttrl_asks_its_selector_through_the_contract_never_its_type() -> None:
                 kinds = node.args[1].elts if isinstance(node.args[1], ast.Tuple) else [node.args[1]]
                 checked += [(path.name, ast.unparse(k)) for k in kinds]
     assert checked and not [c for c in checked if c[1].endswith("Selector")]
+
+
+def _attribute_calls(receiver: str, attribute: str) -> set[str]:
+    """The package's modules that call `<receiver>.<attribute>(...)` (any receiver when `receiver` is empty)."""
+    found = set()
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == attribute:
+                value = node.func.value
+                named = value.id if isinstance(value, ast.Name) else getattr(value, "attr", "")
+                if not receiver or named == receiver:
+                    found.add(str(path.relative_to(PACKAGE)))
+    return found
+
+
+def test_one_loop_answers_every_kind_of_run() -> None:
+    """Batch, stream and shard runs (`run/execute.py`, a Ray task included) and served requests
+    (`serve/session.py`) open a `Session`; only the loop asks a learner for an answer, and nothing outside the
+    methods calls `solve`: the step answer → grade → append → learn exists once."""
+    assert _calls("Session") == {"run/execute.py", "serve/session.py"}
+    assert _attribute_calls("learner", "answer") == {"run/loop.py"}
+    entered = {m for m in _attribute_calls("", "learner") if not m.startswith("methods/")}  # a method's super()
+    assert entered == {"run/execute.py", "serve/session.py"}
+    assert not {m for m in _attribute_calls("", "solve") if not m.startswith("methods/")}
+    assert _calls("append_result") == {"run/loop.py", "run/ray_shards.py"}  # the driver copies landed shard results
+
+
+def test_a_method_is_entered_one_way_and_told_it_streams_at_construction() -> None:
+    """`Method.learner` is the one entry (no `stream` beside it), and `streaming` is set in a constructor only."""
+    from testtime.methods import Method, PerProblem
+
+    assert not hasattr(Method, "stream") and "learner" in Method.__abstractmethods__
+    assert "learner" not in PerProblem.__abstractmethods__ and "solve" in PerProblem.__abstractmethods__
+    for path in PACKAGE.rglob("*.py"):
+        for function in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef) or function.name == "__init__":
+                continue
+            for node in ast.walk(function):
+                targets = node.targets if isinstance(node, ast.Assign) else []
+                assert not [t for t in targets if isinstance(t, ast.Attribute) and t.attr == "streaming"], path

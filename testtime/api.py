@@ -33,6 +33,7 @@ from testtime.evaluation.labelfree import Prediction
 from testtime.evaluation.summary import RunSummary
 from testtime.experiments.runs import load_runs
 from testtime.methods import METHODS, Method, MethodContext, PerProblem, make_candidates
+from testtime.methods.online import Learner
 from testtime.methods.ttrl.rewards import REWARDS
 from testtime.models import DEFAULT_MODEL, MODELS
 from testtime.run.observer import RunObserver
@@ -51,6 +52,7 @@ __all__ = [
     "Completion",
     "Grade",
     "LanguageModel",
+    "Learner",
     "Message",
     "Method",
     "MethodContext",

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 
 from testtime.cli.settings import SharedFlags, run_settings
 from testtime.core.errors import UserError
+
+if TYPE_CHECKING:
+    from testtime.evaluation.summary import RunSummary
+    from testtime.run.lifecycle import OpenRun
 
 Opt = typer.Option
 
@@ -88,15 +92,9 @@ def run_command(
         RunProgress,
         command,
         console,
-        print_warnings,
-        results_console,
         show_model_notices,
-        summary_table,
     )
-    from testtime.cli.flags import run_options
     from testtime.core.errors import Interrupted
-    from testtime.run import lifecycle
-    from testtime.run.settings import ResumeChanges
 
     if resume and replay:
         raise UserError("use either --resume or --replay, not both")
@@ -108,31 +106,10 @@ def run_command(
         )
     if not flags.quiet:
         show_model_notices()  # the embedded model converts once (building the run) and loads on first use
-    if resume:
-        changes = {k: getattr(flags, k) for k in ("max_cost", "max_tokens_total", "api_key_env", "routing")}
-        if flags.api_base:
-            changes["api_base"] = flags.settings("single", {}).api_base
-        if ctx.get_parameter_source("request_timeout").name == "COMMANDLINE":
-            changes["request_timeout"] = flags.request_timeout
-        if ctx.get_parameter_source("concurrency").name == "COMMANDLINE":
-            changes["concurrency"] = flags.concurrency
-        run = lifecycle.resume(resume, ResumeChanges(**changes))
-    elif replay:
-        run = lifecycle.replay(replay)
-    else:
-        method_options, bench_flags = run_options(
-            method, flags.bench, ctx.args, method_opt or [], selector, selector_opt or []
-        )
-        if shuffle and not (stream or flags.bench == "-"):
-            raise UserError("--shuffle orders a stream: add --stream")
-        streaming = stream or flags.bench == "-"
-        if ray is not None and shards is None:
-            shards = cluster_cpus(ray)
-        settings = flags.settings(
-            method, method_options, bench_options=bench_flags, stream=streaming, shuffle=shuffle, shard=shard,
-            shards=shards if ray is not None else None,
-        )  # fmt: skip
-        run = lifecycle.create(settings, out)
+    run = _open_run(
+        ctx, flags, method=method, method_opt=method_opt, selector=selector, selector_opt=selector_opt, out=out,
+        resume=resume, replay=replay, stream=stream, shuffle=shuffle, shard=shard, ray=ray, shards=shards,
+    )  # fmt: skip
     for note in run.notes:
         console.print(f"[yellow]{escape(note)}[/yellow]", soft_wrap=True)
     console.print(f"run directory: [bold]{run.path}[/bold]", soft_wrap=True)
@@ -153,22 +130,76 @@ def run_command(
             f"cannot write to {run.path}: {exc}. Finished problems are saved; free some space, then continue "
             f"with: {command()} run --resume {run.path}"
         ) from None
+    _show_outcome(summary, run.path, run.directory.summary_path)
+    if summary.all_failed():
+        raise typer.Exit(EXIT_ALL_FAILED)
+
+
+def _open_run(
+    ctx: typer.Context,
+    flags: SharedFlags,
+    *,
+    method: str,
+    method_opt: list[str] | None,
+    selector: str | None,
+    selector_opt: list[str] | None,
+    out: Path | None,
+    resume: Path | None,
+    replay: Path | None,
+    stream: bool,
+    shuffle: bool,
+    shard: str | None,
+    ray: str | None,
+    shards: int | None,
+) -> OpenRun:
+    """The run `run`'s flags ask for: a resumed one (with what may change), a replay, or a new one."""
+    from testtime.cli.flags import run_options
+    from testtime.run import lifecycle
+    from testtime.run.settings import ResumeChanges
+
+    if resume:
+        changes = {k: getattr(flags, k) for k in ("max_cost", "max_tokens_total", "api_key_env", "routing")}
+        if flags.api_base:
+            changes["api_base"] = flags.settings("single", {}).api_base
+        if ctx.get_parameter_source("request_timeout").name == "COMMANDLINE":
+            changes["request_timeout"] = flags.request_timeout
+        if ctx.get_parameter_source("concurrency").name == "COMMANDLINE":
+            changes["concurrency"] = flags.concurrency
+        return lifecycle.resume(resume, ResumeChanges(**changes))
+    if replay:
+        return lifecycle.replay(replay)
+    method_options, bench_flags = run_options(
+        method, flags.bench, ctx.args, method_opt or [], selector, selector_opt or []
+    )
+    if shuffle and not (stream or flags.bench == "-"):
+        raise UserError("--shuffle orders a stream: add --stream")
+    if ray is not None and shards is None:
+        shards = cluster_cpus(ray)
+    settings = flags.settings(
+        method, method_options, bench_options=bench_flags, stream=stream or flags.bench == "-", shuffle=shuffle,
+        shard=shard, shards=shards if ray is not None else None,
+    )  # fmt: skip
+    return lifecycle.create(settings, out)
+
+
+def _show_outcome(summary: RunSummary, path: Path, summary_path: Path) -> None:
+    """The results table, its warnings, how to continue a stopped run, and where to look next."""
+    from testtime.cli.display import command, console, print_warnings, results_console, summary_table
+
     results_console.print(summary_table(summary, f"{summary.method} on {summary.bench} · {summary.model}"))
     print_warnings(summary)
     if summary.stopped:
         console.print(
             f"[yellow]stopped: {summary.stopped}.[/yellow] Continue with a larger budget:\n"
-            f"  {command()} run --resume {run.path} --max-cost X --max-tokens-total N",
+            f"  {command()} run --resume {path} --max-cost X --max-tokens-total N",
             soft_wrap=True,
         )
-    console.print(f"summary: {run.directory.summary_path}", soft_wrap=True)
+    console.print(f"summary: {summary_path}", soft_wrap=True)
     console.print(
-        f"next: {command()} view {run.path}   (every problem, its candidates and rounds)\n"
-        f"      {command()} report {run.path} [OTHER RUNS...]   (runs side by side at matched compute)",
+        f"next: {command()} view {path}   (every problem, its candidates and rounds)\n"
+        f"      {command()} report {path} [OTHER RUNS...]   (runs side by side at matched compute)",
         soft_wrap=True,
     )
-    if summary.all_failed():
-        raise typer.Exit(EXIT_ALL_FAILED)
 
 
 def cluster_cpus(address: str) -> int:
