@@ -106,6 +106,38 @@ def test_out_must_be_new_or_empty(testtime_cli: Cli, tmp_path: Path, prepare: An
     assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr
 
 
+def test_a_creation_killed_before_its_manifest_is_created_again(tmp_path: Path) -> None:
+    """A Ray worker whose node died between taking the lock and writing config.json left a lone `.lock`: the
+    retried task creates the run there; a creation still holding that lock is refused, saying whose it is."""
+    out = tmp_path / "shard"
+    out.mkdir()
+    (out / ".lock").write_text("")
+    lifecycle.create(SETTINGS, out).release()
+    assert (out / "config.json").is_file()
+    live = tmp_path / "live"
+    live.mkdir()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", LOCK_HOLDER, str(live / ".lock")], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        with pytest.raises(UserError, match=f"being written by process {holder.pid}"):
+            lifecycle.create(SETTINGS, live)
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+LOCK_HOLDER = """
+import fcntl, os, sys, time
+handle = open(sys.argv[1], "a+")
+fcntl.flock(handle, fcntl.LOCK_EX)
+handle.seek(0); handle.truncate(); handle.write(str(os.getpid())); handle.flush()
+print("locked", flush=True)
+time.sleep(60)
+"""
+
+
 def _schema1(tmp_path: Path, name: str = "majority-arith-v0") -> Path:
     run = tmp_path / name
     shutil.copytree(FIXTURES / name, run)

@@ -103,6 +103,7 @@ def verl_command(
         val_file=val,
         output_dir=out.resolve() / "checkpoints",
         settings_file=write_settings(ttrl, out.resolve() / "ttrl_settings.json"),
+        record_dir=out.resolve(),
         preset=preset,
         extra=extra,
         nnodes=nnodes,

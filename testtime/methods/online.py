@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 
 
 class Learner(ABC):
+    """What answers in the run loop: `prepare` over a whole set (optional), `answer` one problem with the state as
+    it stands, `learn` from it after (optional), `restore` a resumed stream's state (optional), `close`."""
+
     kind: ClassVar[Literal["none", "memory", "weights"]]
 
     @property

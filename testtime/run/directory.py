@@ -33,6 +33,9 @@ def default_run_path(base: Path, method: str, bench: str, model: str) -> Path:
     return base / f"{time.strftime('%Y%m%d-%H%M%S')}-{method}-{bench_slug}-{slug}"
 
 
+LOCK = ".lock"  # held by the one process writing a run (`lifecycle._lock`)
+
+
 class RunDir:
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -51,7 +54,9 @@ class RunDir:
     def create(cls, path: Path) -> RunDir:
         if path.exists() and not path.is_dir():
             raise UserError(f"--out {path} is a file, not a folder")
-        if path.exists() and any(path.iterdir()):
+        # a lone lock file is a creation killed before its manifest (a Ray worker's node lost): no run yet; a
+        # creation still under way holds that lock, and taking it fails saying whose it is
+        if path.exists() and any(p.name != LOCK for p in path.iterdir()):
             if (path / "config.json").is_file():
                 raise UserError(f"{path} already holds a run; use --resume {path} to continue it, or another --out")
             raise UserError(f"{path} is a folder with other files in it, not a run; choose an empty or new --out")

@@ -21,11 +21,9 @@ from testtime.core.errors import UserError
 from testtime.core.secrets import REDACTED, redact_url
 from testtime.evaluation.caveats import plan_warnings
 from testtime.run.build import RunParts, build_parts, check_run_flags, data_changed
-from testtime.run.directory import RunDir, default_run_path
+from testtime.run.directory import LOCK, RunDir, default_run_path
 from testtime.run.manifest import Effective, Resumed, RunManifest, now
 from testtime.run.settings import ResumeChanges, RunSettings, versions
-
-LOCK = ".lock"
 
 
 @dataclass

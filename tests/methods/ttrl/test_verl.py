@@ -58,7 +58,8 @@ def _vote(data: DataProto, uids: list[str], problems=None, context=None) -> dict
     problems = problems or [MATH] * len(uids)
     selector = build_selector("execution" if problems[0].domain == "code" else "majority")
     context = context or (lambda _: SelectionContext())
-    return apply_ttrl_vote(data, uids, problems, CharTokenizer(), VotePolicy(), selector, context)
+    metrics, _ = apply_ttrl_vote(data, uids, problems, CharTokenizer(), VotePolicy(), selector, context)
+    return metrics
 
 
 def test_vote_hook_rewards_each_uid_group_at_the_last_valid_token():
@@ -157,6 +158,76 @@ def test_the_vote_sees_n_vote_responses_and_only_the_n_train_are_rewarded(tmp_pa
     assert list(output.non_tensor_batch["ttrl_label"]) == ["7", "7", "7", "2", "2", "2"]
     assert output.meta_info["metrics"]["ttrl/vote_only_responses"] == 4.0
     assert output.meta_info["metrics"]["ttrl/majority_ratio"] == pytest.approx(3 / 5)
+
+
+def test_each_training_step_is_recorded_as_a_trl_run_records_it_and_validation_is_not(tmp_path):
+    """At the barrier of verl's step 4: a `ttrl_rollout` ledger line per trained response and a `ttrl_vote` line
+    per vote-only one (prompt and response tokens from the masks), one `train_step` line (the trained rows'
+    tokens; FLOPs from the weights' parameter count, read from the safetensors header), and one steps.jsonl
+    line with every prompt's vote. A validation batch through the same rollout manager records nothing."""
+    from safetensors.torch import save_file
+
+    from testtime.core.ledger import read_entries
+    from testtime.core.results import read_steps
+    from testtime.methods.ttrl.verl.config import write_settings
+    from testtime.methods.ttrl.verl.trainer import TTRLRayPPOTrainer
+
+    class Rollouts:
+        def generate_sequences(self, batch):
+            if len(batch) == 6:
+                return _batch(["\\boxed{7}", "\\boxed{3}", "\\boxed{7}", "\\boxed{2}", "\\boxed{2}", "\\boxed{25}"])
+            return _batch(["\\boxed{7}", "\\boxed{7}", "\\boxed{2}", "\\boxed{2}"])
+
+    weights = tmp_path / "base"
+    weights.mkdir()
+    save_file({"w": torch.zeros(3, 4), "b": torch.zeros(5)}, str(weights / "model.safetensors"))  # 17 parameters
+    record = tmp_path / "verl"
+    trainer = TTRLRayPPOTrainer.__new__(TTRLRayPPOTrainer)
+    trainer.async_rollout_manager, trainer.tokenizer = Rollouts(), CharTokenizer()
+    settings = write_settings(TTRLSettings.from_options({"n_vote": 5, "n_train": 3}), tmp_path / "ttrl.json")
+    trainer.config = {
+        "ttrl": {"settings_file": str(settings), "record_dir": str(record)},
+        "actor_rollout_ref": {"model": {"path": str(weights)}},
+    }
+    trainer.install_vote_hook()
+    problems = [Problem(id=pid, domain="math", statement="") for pid in ("pa", "pa", "pa", "pb", "pb", "pb")]
+    prompts = DataProto.from_dict(
+        tensors={"input_ids": torch.arange(12).reshape(6, 2)},
+        non_tensors={
+            "uid": np.array(["a", "a", "a", "b", "b", "b"], dtype=object),
+            "extra_info": np.array([{"problem": p.model_dump_json()} for p in problems], dtype=object),
+        },
+        meta_info={"global_steps": 4},
+    )
+    trainer.async_rollout_manager.generate_sequences(prompts)
+    entries = read_entries(record / "ledger.jsonl")
+    rollouts = [e for e in entries if e.purpose == "ttrl_rollout"]
+    assert [(e.problem_id, e.sample_index, e.step) for e in rollouts] == [
+        ("pa", 0, 4), ("pa", 1, 4), ("pa", 2, 4), ("pb", 0, 4), ("pb", 1, 4), ("pb", 2, 4)
+    ]  # fmt: skip
+    assert [(e.prompt_tokens, e.completion_tokens) for e in rollouts] == [(3, 9)] * 5 + [(3, 10)]
+    assert rollouts[0].model == f"hf:{weights}"
+    assert [(e.problem_id, e.completion_tokens) for e in entries if e.purpose == "ttrl_vote"] == [("pa", 9)] * 2 + [
+        ("pb", 9)
+    ] * 2
+    [step] = [e for e in entries if e.kind == "train_step"]
+    trained_tokens, rollout_tokens = 6 * 12 + 1, 10 * 12 + 1
+    assert step.step == 4 and step.train_tokens == trained_tokens
+    assert step.flops == 6 * 17 * trained_tokens + 2 * 17 * rollout_tokens + 2 * 17 * trained_tokens  # beta > 0
+    [line] = read_steps(record / "ttrl" / "steps.jsonl")
+    assert line.step == 4 and [(v.problem_id, v.label, v.step) for v in line.votes] == [("pa", "7", 4), ("pb", "2", 4)]
+    assert line.majority_ratio == pytest.approx((4 / 5 + 4 / 5) / 2)
+
+    validation = DataProto.from_dict(
+        tensors={"input_ids": torch.arange(12).reshape(6, 2)},
+        non_tensors={"uid": np.array(["a", "a", "a", "b", "b", "b"], dtype=object)},
+        meta_info={"validate": True, "global_steps": 4},
+    )
+    trainer.async_rollout_manager.generate_sequences(validation)
+    assert (
+        len(read_entries(record / "ledger.jsonl")) == len(entries)
+        and len(read_steps(record / "ttrl" / "steps.jsonl")) == 1
+    )
 
 
 def test_vote_only_batch_takes_each_prompts_first_row():

@@ -47,6 +47,7 @@ def ttrl_overrides(
     val_file: Path,
     output_dir: Path,
     settings_file: Path,
+    record_dir: Path | None = None,
     model_name: str = "",
     preset: str = "paper-8xa100",
     max_prompt_length: int = 1024,
@@ -93,6 +94,8 @@ def ttrl_overrides(
         "trainer.project_name": "testtime-ttrl",
         # read by trainer.TTRLRayPPOTrainer: the reward's selector, vote policy and reward, all of TTRLSettings
         "+ttrl.settings_file": str(settings_file),
+        # where each step's rollouts, votes and compute are recorded (`record.py`), as a TRL run records them
+        **({"+ttrl.record_dir": str(record_dir)} if record_dir is not None else {}),
         **PRESETS[preset],
         **cluster(nnodes, gpus_per_node),
         **(extra or {}),

@@ -24,6 +24,7 @@ from typing import Any
 from testtime.core.records import Problem
 from testtime.core.results import TTRLVote
 from testtime.methods.ttrl.rewards import TrainedReward
+from testtime.methods.ttrl.verl.record import Row
 from testtime.methods.ttrl.vote import VotePolicy, vote
 from testtime.selectors import SelectionContext, Selector
 
@@ -41,9 +42,9 @@ def apply_ttrl_vote(
     rng: random.Random | None = None,
     trained: TrainedReward | None = None,
     vote_only: dict[str, list[str]] | None = None,
-) -> dict[str, float]:
+) -> tuple[dict[str, float], list[TTRLVote]]:
     """Vote within each uid group of the `DataProto` `data` (in place), beside the group's `vote_only`
-    responses (voted, never trained); returns label-free step metrics."""
+    responses (voted, never trained); returns label-free step metrics and the votes, a group each."""
     import numpy as np
     import torch
 
@@ -95,13 +96,14 @@ def apply_ttrl_vote(
     data.non_tensor_batch["ttrl_pred"] = np.array(predictions, dtype=object)
     known = list(data.meta_info.get("reward_extra_keys", []))
     data.meta_info["reward_extra_keys"] = known + [k for k in EXTRA_KEYS if k not in known]
-    return {
+    metrics = {
         "ttrl/majority_ratio": mean(v.majority_ratio for v in votes),
         "ttrl/no_answer_rate": mean(v.no_answer_rate for v in votes),
         "ttrl/skipped_prompts": float(sum(v.skipped is not None for v in votes)),
         "ttrl/distinct_classes": mean(v.classes for v in votes),
         "ttrl/vote_only_responses": float(sum(len(texts) for texts in extra.values())),
     }
+    return metrics, votes
 
 
 def decoded(data: Any, tokenizer: Any) -> tuple[list[str], list[int]]:
@@ -112,6 +114,14 @@ def decoded(data: Any, tokenizer: Any) -> tuple[list[str], list[int]]:
     return [
         tokenizer.decode(responses[i][: lengths[i]], skip_special_tokens=True) for i in range(len(responses))
     ], lengths
+
+
+def token_rows(data: Any, problems: Sequence[Problem]) -> list[Row]:
+    """Each response's problem, its prompt's tokens and its own (the attention mask's, padding excluded)."""
+    prompt_len = data.batch["prompts"].shape[-1]
+    prompts = data.batch["attention_mask"][:, :prompt_len].sum(dim=-1).tolist()
+    completions = data.batch["attention_mask"][:, prompt_len:].sum(dim=-1).tolist()
+    return [Row(p.id, int(n), int(m)) for p, n, m in zip(problems, prompts, completions, strict=True)]
 
 
 def vote_only_batch(batch: Any, uids: Sequence[str], extra: int) -> Any:

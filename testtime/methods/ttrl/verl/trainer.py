@@ -18,7 +18,8 @@ from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 from testtime.core.records import Problem
 from testtime.methods.ttrl.rewards import TrainedReward
 from testtime.methods.ttrl.settings import TTRLSettings
-from testtime.methods.ttrl.verl.hook import apply_ttrl_vote, texts_by_uid, vote_only_batch
+from testtime.methods.ttrl.verl.hook import apply_ttrl_vote, texts_by_uid, token_rows, vote_only_batch
+from testtime.methods.ttrl.verl.record import StepRecorder, safetensors_parameters
 from testtime.sandbox.choose import open_sandbox
 from testtime.selectors import DEFAULTS, SelectionContext, Selector, build_selector
 
@@ -29,6 +30,16 @@ def settings_from_config(config: Any) -> TTRLSettings:
     if not path:
         raise ValueError("the verl config names no TTRL settings (+ttrl.settings_file=PATH, as testtime writes it)")
     return TTRLSettings.model_validate_json(Path(path).read_text())
+
+
+def recorder_from_config(config: Any, settings: TTRLSettings) -> StepRecorder | None:
+    """The recorder of each step's rollouts, votes and compute (`+ttrl.record_dir`); None when none is named."""
+    folder = (config.get("ttrl") or {}).get("record_dir")
+    if not folder:
+        return None
+    model = ((config.get("actor_rollout_ref") or {}).get("model") or {}).get("path", "")
+    parameters = safetensors_parameters(Path(model)) if model else None
+    return StepRecorder(Path(folder), model=f"hf:{model}", parameters=parameters, beta=settings.beta)
 
 
 def selector_for(settings: TTRLSettings, domain: str) -> Selector:
@@ -70,6 +81,7 @@ class TTRLRayPPOTrainer(RayPPOTrainer):
             return SelectionContext(sandbox=sandboxes[0])
 
         extra = settings.n_vote - settings.n_train  # rollout.n is n_train: the rest are sampled to vote only
+        recorder = recorder_from_config(self.config, settings)
 
         def generate_and_vote(batch: Any, *args: Any, **kwargs: Any) -> Any:
             output = generate(batch, *args, **kwargs)
@@ -78,15 +90,19 @@ class TTRLRayPPOTrainer(RayPPOTrainer):
             domain = problems[0].domain if problems else "math"
             selector = selectors.setdefault(domain, selector_for(settings, domain))
             uids = list(batch.non_tensor_batch["uid"])
-            vote_only = None
+            vote_only, vote_only_rows = None, []
             if extra > 0:
                 more = vote_only_batch(batch, uids, extra)
                 answered = generate(more, *args, **kwargs)
                 vote_only = texts_by_uid(answered, list(more.non_tensor_batch["uid"]), self.tokenizer)
-            metrics = apply_ttrl_vote(
+                vote_only_rows = token_rows(answered, problems_of(more))
+            metrics, votes = apply_ttrl_vote(
                 output, uids, problems, self.tokenizer, policy, selector, context, rng, trained, vote_only
             )
             output.meta_info.setdefault("metrics", {}).update(metrics)
+            if recorder is not None and not batch.meta_info.get("validate"):  # validation is not training
+                step = int(batch.meta_info.get("global_steps", 0))
+                recorder.record(step, votes, token_rows(output, problems), vote_only_rows)
             return output
 
         manager.generate_sequences = generate_and_vote
