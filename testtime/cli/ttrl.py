@@ -137,7 +137,8 @@ def verl_command(
         f"{len(problems)} problems → {train}\nverl accepted the configuration for {shape}; launch with: {script} "
         f"(this node) or {submit} (a running Ray cluster)\n{caveat}\n"
         f"then evaluate as TTRL does (avg@16 at T=0.6, top-p 0.95, 3,072 tokens): {evaluate} [STEP]\n"
-        f"  testtime run {shlex.join(evaluation_args(settings))} --model hf:<merged folder> --out <folder>"
+        f"  (testtime run {shlex.join(evaluation_args(settings, out.resolve()))} --method-opt verl_weights=<merged "
+        "folder> --method-opt verl_step=<step> --out <folder>)"
     )
     if launch:
         raise typer.Exit(subprocess.call(command))
@@ -156,12 +157,15 @@ def _override(overrides: list[str], key: str) -> str:
     return [o.split("=", 1)[1] for o in overrides if o.startswith(f"{key}=")][-1]
 
 
-def evaluation_args(settings: RunSettings) -> list[str]:
+def evaluation_args(settings: RunSettings, out: Path) -> list[str]:
     """TTRL's evaluation protocol (ttrl.md §10: 16 samples per problem, T=0.6, top-p 0.95, 3,072 new tokens;
-    avg@16 is the summary's `pass@1`, maj@16 beside it) on the training problems: `testtime run`'s arguments
-    but the model and the output folder."""
-    args = ["--method", "majority", "--n", "16", "--temperature", "0.6", "--top-p", "0.95", "--max-tokens", "3072"]
-    args += ["--seed", str(settings.seed), "--bench", settings.bench]
+    avg@16 is the summary's `pass@1`, maj@16 beside it) on the training problems, as `run --method ttrl` whose
+    training is the one verl recorded in `out` (`verl_run`): the base model evaluated before, the merged
+    weights of step `$step` after, the recorded steps and compute joined. `testtime run`'s arguments but the
+    output folder."""
+    args = ["--method", "ttrl", "--model", settings.model, "--seed", str(settings.seed), "--bench", settings.bench]
+    for key, value in {**settings.method_options, "verl_run": str(out)}.items():
+        args += ["--method-opt", f"{key}={value}"]
     for key, value in settings.bench_options.items():
         args += ["--bench-opt", f"{key}={value}"]
     args += ["--data-dir", settings.data_dir] if settings.data_dir else []
@@ -171,18 +175,22 @@ def evaluation_args(settings: RunSettings) -> list[str]:
 
 def write_evaluation_script(out: Path, settings: RunSettings) -> Path:
     """`evaluate.sh [STEP]`: merge a step's FSDP checkpoint (default: the latest) into a HF folder with verl's
-    merger, then evaluate it with TTRL's protocol."""
+    merger, then evaluate it with TTRL's protocol in a run that joins the recorded training."""
     checkpoints = out / "checkpoints"
     merged, run = out / "merged" / "global_step_$step", out / "eval" / "global_step_$step"
     python = shlex.quote(sys.executable)
+    joined = ["--method-opt", f"verl_weights={merged}", "--method-opt", "verl_step=$step"]
     body = [
         "#!/bin/sh",
-        "# TTRL's evaluation: avg@16 (summary pass@1) and maj@16 at T=0.6, top-p 0.95, 3,072 tokens (ttrl.md §10).",
+        "# TTRL's evaluation: avg@16 (summary pass@1) and maj@16 at T=0.6, top-p 0.95, 3,072 tokens (ttrl.md §10),",
+        "# before and after training, in a run that joins verl's recorded steps, rollouts and compute.",
         "set -e",
         f'step="${{1:-$(cat "{checkpoints}/latest_checkpointed_iteration.txt")}}"',
         f'{python} -m verl.model_merger merge --backend fsdp --local_dir "{checkpoints}/global_step_$step/actor" '
         f'--target_dir "{merged}"',
-        f'{python} -m testtime.cli run {shlex.join(evaluation_args(settings))} --model "hf:{merged}" --out "{run}"',
+        f"{python} -m testtime.cli run {shlex.join(evaluation_args(settings, out))} "
+        + " ".join(f'"{a}"' for a in joined)
+        + f' --out "{run}"',
     ]
     script = out / "evaluate.sh"
     script.write_text("\n".join(body) + "\n")

@@ -2,6 +2,7 @@
 rows, and the generated Hydra configuration checked by verl's own loader and validator."""
 
 import shlex
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -371,30 +372,57 @@ def test_cli_uses_the_papers_schedule_for_aime(testtime_cli, tmp_path, shared_da
     assert "avg@16 at T=0.6, top-p 0.95, 3,072 tokens" in done.stdout and "evaluate.sh" in done.stdout
 
 
-def test_the_evaluation_script_runs_ttrls_protocol(testtime_cli, tmp_path, shared_data):
-    """evaluate.sh merges a checkpoint with verl's merger, then runs TTRL's evaluation: its `testtime run`
-    line, pointed at a scripted model, records 16 samples at T=0.6, top-p 0.95, 3,072 tokens."""
-    out = tmp_path / "aime"
+def test_the_evaluation_joins_verls_recorded_training_at_its_compute(
+    testtime_cli, tmp_path, shared_data, scripted_model
+):  # noqa: E501
+    """evaluate.sh merges a checkpoint with verl's merger, then runs TTRL's evaluation (16 samples at T=0.6, top-p
+    0.95, 3,072 tokens, before and after) as `run --method ttrl` joined to the training verl recorded: the
+    recorded rollouts and training steps up to the evaluated step count in its compute, its votes are audited,
+    nothing trains here, and a resume joins nothing twice."""
+    from testtime.benchmarks import benchmark_for
+    from testtime.core.ledger import read_entries
+    from testtime.core.results import TTRLVote
+    from testtime.methods.ttrl.verl.record import Row, StepRecorder
+
+    base, out = scripted_model.removeprefix("hf:"), (tmp_path / "aime").resolve()
     done = testtime_cli(
-        "ttrl", "verl", "--model", "/models/m", "--bench", "aime24", "--data-dir", str(shared_data), "--limit", "2",
+        "ttrl", "verl", "--model", base, "--bench", "aime24", "--data-dir", str(shared_data), "--limit", "2",
         "--out", str(out), timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
+    assert f"+ttrl.record_dir={out}" in (out / "overrides.txt").read_text().splitlines()
     lines = (out / "evaluate.sh").read_text().splitlines()
     merge = next(line for line in lines if "verl.model_merger merge --backend fsdp" in line)
     assert "latest_checkpointed_iteration.txt" in "\n".join(lines) and "global_step_$step/actor" in merge
+
+    # what launch.sh's training would have recorded: 3 steps, 2 trained + 1 vote-only response per problem
+    ids = [p.id for p in benchmark_for("aime24", str(shared_data), {}, 2).load()[0]][:2]
+    recorder = StepRecorder(out, model=scripted_model)
+    for step in (1, 2, 3):
+        votes = [TTRLVote(problem_id=i, label="1", majority_ratio=2 / 3, kept=(0, 1), rewards=(1.0, 0.0)) for i in ids]
+        recorder.record(step, votes, [Row(i, 50, 10) for i in ids for _ in (0, 1)], [Row(i, 50, 7) for i in ids])
+    shutil.copytree(base, out / "merged" / "global_step_2")  # the step-2 weights, as the merger leaves them
+
     evaluate = shlex.split(next(line for line in lines if "testtime.cli run" in line))
-    evaluate = evaluate[evaluate.index("run") :]
-    model, folder = evaluate.index("--model") + 1, evaluate.index("--out") + 1
-    assert evaluate[model] == f"hf:{out.resolve()}/merged/global_step_$step"
-    evaluate[model], evaluate[folder] = "fake:echo", str(tmp_path / "eval")
-    ran = testtime_cli(*evaluate, "--quiet", timeout=300)
+    evaluate = [arg.replace("$step", "2") for arg in evaluate[evaluate.index("run") :]]
+    ran = testtime_cli(*evaluate, "--quiet", timeout=600)
     assert ran.returncode == 0, ran.stderr[-2000:]
-    manifest = RunDir(tmp_path / "eval").read_manifest()
-    assert manifest.run.method == "majority" and manifest.effective is not None and manifest.effective.n == 16
-    sampling = manifest.effective.sampling["solve"]
+    run = RunDir(out / "eval" / "global_step_2")
+    manifest, summary = run.read_manifest(), run.read_summary()
+    assert manifest.run.method == "ttrl" and manifest.method["backend"] == "verl"
+    assert manifest.effective is not None and manifest.effective.n == 16
+    sampling = manifest.effective.sampling["eval_after"]
     assert (sampling.temperature, sampling.top_p, sampling.max_tokens) == (0.6, 0.95, 3072)
-    assert manifest.effective.problems == 2 and manifest.run.bench == "aime24"
+    assert summary is not None and summary.ttrl is not None and summary.ttrl.compute is not None
+    assert summary.ttrl.compute.rollout_tokens == 2 * 2 * (2 * 60 + 57)  # steps 1 and 2 of 3, two problems
+    assert summary.ttrl.compute.train_tokens == 2 * 2 * 2 * 60
+    assert not (run.path / "ttrl" / "checkpoints").exists()  # trained on verl, not here
+    assert all(len(r.ttrl.votes) == 2 for r in run.read_results() if r.ttrl)  # each step's vote, for the audit
+    joined = len(read_entries(run.ledger_path))
+    again = testtime_cli("run", "--resume", str(run.path), "--quiet", timeout=600)
+    assert again.returncode == 0, again.stderr[-2000:]
+    rollouts = [e for e in read_entries(run.ledger_path) if e.purpose in ("ttrl_rollout", "ttrl_vote")]
+    assert len(rollouts) == 2 * 2 * 3 and len(read_entries(run.ledger_path)) >= joined
 
 
 def test_verl_reads_the_same_typed_settings_and_accepts_code(testtime_cli, tmp_path):

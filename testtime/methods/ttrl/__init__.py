@@ -59,7 +59,7 @@ class TTRL(Method):
         super().prepare(domain, bench)
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "backend": "trl"}
+        return {**super().describe(), "backend": "verl" if self.settings.verl_run else "trl"}
 
     def check_model(self, model_spec: str) -> None:
         if model_spec.partition(":")[0] not in LOCAL_PROVIDERS:

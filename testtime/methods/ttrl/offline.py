@@ -4,7 +4,8 @@
 greedy answer; the base maj@k comes from the same samples), lets the selector write what it needs ahead (code:
 each problem's test inputs, written once by the base model shown its own evaluation samples), trains
 `steps` steps over the whole set into the run directory's `ttrl/` (a resumed run continues from its last
-checkpoint; finished weights are reused), and loads the trained weights. Each problem is then answered by the
+checkpoint; finished weights are reused) or, trained on verl (`verl_run`), joins that training's records
+(`verl/join.py`), and loads the trained weights. Each problem is then answered by the
 same protocol on them, with its base evaluation and its votes across training recorded beside (`TTRLRecord`),
 which the scorer audits against the sealed references outside the method. A resume that stopped while
 answering prepares again (every base sample and the training come back from the cache and `ttrl/final`) and
@@ -22,6 +23,7 @@ from testtime.core.results import ProblemResult, TTRLEvaluation, TTRLRecord, TTR
 from testtime.core.rollout import RolloutEngine, gather_landed
 from testtime.methods import make_candidates
 from testtime.methods.ttrl.jobs import TTRLLearner
+from testtime.methods.ttrl.verl.join import join_recorded
 from testtime.selectors import SelectionContext
 
 Evaluation = tuple[list[Candidate], Candidate | None]  # k samples, and the greedy answer when asked for
@@ -43,7 +45,13 @@ class OfflineTTRL(TTRLLearner):
         def context(problem: Problem) -> SelectionContext:
             return SelectionContext(seed=ctx.seed, sandbox=ctx.sandbox, inputs=inputs.get(problem.id))
 
-        await self.train(problems, self.settings, self.workdir, context=context, seed=ctx.seed)
+        if self.settings.verl_run is not None and self.settings.verl_weights is not None:  # trained on verl
+            if self.engine.model is not None:
+                await self.engine.model.aclose()
+            self.weights = self.settings.verl_weights
+            join_recorded(Path(self.settings.verl_run), self.workdir, ctx.engine.ledger, self.settings.verl_step)
+        else:
+            await self.train(problems, self.settings, self.workdir, context=context, seed=ctx.seed)
         steps = read_steps(self.workdir / "ttrl" / "steps.jsonl")
         self.steps = len({step.step for step in steps})
         self.votes = _votes_by_problem(self.workdir / "ttrl" / "steps.jsonl")

@@ -14,6 +14,7 @@ pass@1 fell on both the H200 and the CPU, so it was replaced. Every field can be
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -123,6 +124,18 @@ class TTRLSettings(SelectorChoice):
     lora_rank: int = Field(16, ge=1, description="LoRA rank")
     use_vllm: bool = Field(False, description="TRL's vLLM rollouts (colocated; needs vllm)")
     report_to: str = Field("", description="trackers for TRL's metrics, comma-separated: wandb, tensorboard")
+    verl_run: str | None = Field(
+        None,
+        description="a `testtime ttrl verl --out` folder: evaluate its trained weights and join its recorded steps, "
+        "rollouts and compute to this run, training nothing here (evaluate.sh sets it)",
+    )
+    verl_weights: str | None = Field(None, description="with verl_run: the trained weights as a Hugging Face folder")
+    verl_step: int | None = Field(None, ge=1, description="with verl_run: the step of those weights (default: last)")
+
+    @field_validator("verl_run", "verl_weights")
+    @classmethod
+    def _absolute(cls, value: str | None) -> str | None:
+        return str(Path(value).expanduser().resolve()) if value else value  # a resume may start elsewhere
 
     @field_validator("reward")
     @classmethod
@@ -151,6 +164,8 @@ class TTRLSettings(SelectorChoice):
             raise ValueError(f"n_train ({self.n_train}) cannot exceed n_vote ({self.n_vote})")
         if self.prompts_per_step % self.mini_batch_prompts:
             raise ValueError("prompts_per_step must be a multiple of mini_batch_prompts")
+        if (self.verl_run is None) != (self.verl_weights is None):
+            raise ValueError("verl_run and verl_weights go together: the folder verl trained in, and its weights")
         if self.reward in CONFIDENCE_REWARDS and self.use_vllm:
             raise ValueError(
                 f"reward={self.reward} needs token probabilities, which TRL's vLLM rollouts do not give "
