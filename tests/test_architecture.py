@@ -281,15 +281,16 @@ def _attribute_calls(receiver: str, attribute: str) -> set[str]:
 
 
 def test_one_loop_answers_every_kind_of_run() -> None:
-    """Batch, stream and shard runs (`run/execute.py`, a Ray task included) and served requests
-    (`serve/session.py`) open a `Session`; only the loop asks a learner for an answer, and nothing outside the
-    methods calls `solve`: the step answer → grade → append → learn exists once."""
-    assert _calls("Session") == {"run/execute.py", "serve/session.py"}
+    """Batch, stream and shard runs (`run/execute.py`, a Ray task included), a Ray run's driver (the shards'
+    results as they land) and served requests (`serve/session.py`) open a `Session`; only the loop asks a
+    learner for an answer and appends a result, and nothing outside the methods calls `solve`: the step
+    answer → grade → append → learn exists once."""
+    assert _calls("Session") == {"run/execute.py", "run/ray_shards.py", "serve/session.py"}
     assert _attribute_calls("learner", "answer") == {"run/loop.py"}
     entered = {m for m in _attribute_calls("", "learner") if not m.startswith("methods/")}  # a method's super()
     assert entered == {"run/execute.py", "serve/session.py"}
     assert not {m for m in _attribute_calls("", "solve") if not m.startswith("methods/")}
-    assert _calls("append_result") == {"run/loop.py", "run/ray_shards.py"}  # the driver copies landed shard results
+    assert _calls("append_result") == {"run/loop.py"}
 
 
 def test_a_method_is_entered_one_way_and_told_it_streams_at_construction() -> None:

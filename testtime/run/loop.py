@@ -83,7 +83,7 @@ class Session:
     """One run while it runs: where its records go, the engine every call goes through, and the grader."""
 
     directory: RunDir
-    engine: RolloutEngine
+    engine: RolloutEngine | None  # None: a Ray run's driver, whose shards each hold their own
     grade: Grader
     on_result: Callable[[ResultRecord], None] = lambda record: None
     record_problems: bool = False  # append each answered problem to problems.jsonl (served requests)

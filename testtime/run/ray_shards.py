@@ -2,9 +2,10 @@
 
 Each task opens (or resumes) its shard's run directory, `OUT/shards/I-of-N/`, and runs it with its own backend
 and sandbox: one shard is an ordinary `--shard I/N` run, so everything that holds for a run (resume from the
-cache, ledger, trace, labels graded outside the method) holds for it. The driver shows progress as shard
-results land, appends them to `OUT/results.jsonl` as they come, and once every shard has finished writes the
-merged run (`merge.write_merged`: results in the unsharded order, summary recomputed).
+cache, ledger, trace, labels graded outside the method) holds for it. The driver runs the same loop
+(`run/loop.py`) fed by the shards' results as they land (`LandedShards`): it shows progress and appends them
+to `OUT/results.jsonl` as they come, and once every shard has finished writes the merged run
+(`merge.write_merged`: results in the unsharded order, graded again, summary recomputed).
 
 Failures: a worker (or its node) that dies is a system failure, which Ray retries on another worker: the
 retried task resumes the shard from its directory, so samples already paid come back from its cache. A driver
@@ -15,16 +16,21 @@ a task that cannot see it fails at once, saying so.
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from testtime.core.errors import UserError
 from testtime.core.ledger import LedgerTotals
-from testtime.core.results import ResultRecord
+from testtime.core.records import Problem
+from testtime.core.results import Grading, ProblemResult, ResultRecord
 from testtime.evaluation.summary import RunSummary
+from testtime.methods.online import Learner
 from testtime.run.directory import RunDir
 from testtime.run.lifecycle import OpenRun, create_or_resume
+from testtime.run.loop import Arrival, Session, Source
 from testtime.run.merge import merged_records, write_merged
 from testtime.run.observer import ProgressPlan, RunObserver
 from testtime.run.ray_guard import guard_descendants
@@ -92,23 +98,17 @@ def execute_on_ray(run: OpenRun, address: str, observer: RunObserver) -> RunSumm
             continue
         shard_settings = settings.model_copy(update={"shard": f"{index}/{count}", "shards": None})
         pending[task.remote(shard_settings.model_dump_json(), str(folder))] = folder
-    seen = _Landed(directory, folders)
-    observer.start(ProgressPlan(problems=total, done=seen.count(), totals=LedgerTotals()))
+    source = LandedShards(ray, pending, directory, folders, {p.id: p for p in run.parts.problems})
+    observer.start(ProgressPlan(problems=total, done=len(source.known_ids), totals=LedgerTotals()))
+    session = Session(
+        directory,
+        engine=None,
+        grade=source.grading,
+        on_result=lambda record: observer.problem_done(record, 0),
+    )
     started = time.perf_counter()
     try:
-        while pending:
-            ready, _ = ray.wait(list(pending), num_returns=1, timeout=POLL_S)
-            for record in seen.new():
-                observer.problem_done(record, 0)
-            for ref in ready:
-                pending.pop(ref)
-                try:
-                    ray.get(ref)
-                except ray.exceptions.RayTaskError as exc:
-                    cause = exc.cause if isinstance(exc.cause, Exception) else exc
-                    raise UserError(f"a shard failed: {str(cause).splitlines()[0]}") from None
-        for record in seen.new():
-            observer.problem_done(record, 0)
+        asyncio.run(session.drive(source, Relayed(source), concurrency=1))
     finally:
         observer.stop()
     shards = [(RunDir(f), RunDir(f).read_manifest()) for f in folders]
@@ -128,19 +128,47 @@ def _finished(folder: Path) -> bool:
     return summary is not None and summary.complete
 
 
-class _Landed:
-    """Shard results as they land, appended to the top directory's results.jsonl in arrival order (the merge
-    rewrites it in the unsharded order at the end)."""
+class LandedShards(Source):
+    """A Ray run's arrivals at its driver: each shard's results as they land in the shard's directory (the shard
+    answered and graded them through its own loop), until every task has returned. The driver's loop appends
+    them to the top results.jsonl in landing order and shows progress; the merge then rewrites the results in
+    the unsharded order, graded again against the sealed references."""
 
-    def __init__(self, directory: RunDir, folders: list[Path]) -> None:
-        self.directory, self.folders = directory, folders
-        self.known: set[str] = {r.problem_id for r in directory.read_results()}
+    ordered = True  # nothing is answered here: each arrival is appended as it lands
+
+    def __init__(
+        self, ray: Any, pending: dict[Any, Path], directory: RunDir, folders: list[Path], problems: dict[str, Problem]
+    ) -> None:
+        self.ray, self.pending, self.directory, self.folders, self.problems = ray, pending, directory, folders, problems
+        self.known_ids: set[str] = {r.problem_id for r in directory.read_results()}
+        self.landed: dict[str, ResultRecord] = {}
         self.sizes: dict[Path, int] = {}
 
-    def count(self) -> int:
-        return len(self.known)
+    async def arrivals(self) -> AsyncIterator[Arrival]:
+        while True:
+            ready = []
+            if self.pending:
+                ready, _ = await asyncio.to_thread(self.ray.wait, list(self.pending), num_returns=1, timeout=POLL_S)
+            for record in self._new():
+                yield Arrival(self.problems[record.problem_id], reference=None)
+            if not self.pending:
+                return
+            for ref in ready:
+                self.pending.pop(ref)
+                try:
+                    self.ray.get(ref)
+                except self.ray.exceptions.RayTaskError as exc:
+                    cause = exc.cause if isinstance(exc.cause, Exception) else exc
+                    raise UserError(f"a shard failed: {str(cause).splitlines()[0]}") from None
 
-    def new(self) -> list[ResultRecord]:
+    def grading(self, arrival: Arrival, result: ProblemResult) -> Grading:
+        """The shard's own grade, as it landed (the merge grades every result again)."""
+        return self.landed[arrival.problem.id]
+
+    def outcome(self, records: Sequence[ResultRecord]) -> dict[str, Any]:
+        return {}  # the merge writes the outcome of a Ray run
+
+    def _new(self) -> list[ResultRecord]:
         landed = []
         for folder in self.folders:
             results = folder / "results.jsonl"
@@ -149,8 +177,24 @@ class _Landed:
                 continue
             self.sizes[folder] = size
             for record in RunDir(folder).read_results():
-                if record.problem_id not in self.known:
-                    self.known.add(record.problem_id)
-                    self.directory.append_result(record)
+                if record.problem_id not in self.known_ids:
+                    self.known_ids.add(record.problem_id)
+                    self.landed[record.problem_id] = record
                     landed.append(record)
         return landed
+
+
+class Relayed(Learner):
+    """What answers at a Ray run's driver: the shards' own answers, relayed as they landed."""
+
+    kind = "none"
+
+    def __init__(self, source: LandedShards) -> None:
+        self.source = source
+
+    @property
+    def state(self) -> int:
+        return 0
+
+    async def answer(self, problem: Problem, arrival: int | None) -> ProblemResult:
+        return self.source.landed[problem.id].ungraded()

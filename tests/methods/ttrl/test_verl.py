@@ -374,7 +374,7 @@ def test_cli_uses_the_papers_schedule_for_aime(testtime_cli, tmp_path, shared_da
 
 def test_the_evaluation_joins_verls_recorded_training_at_its_compute(
     testtime_cli, tmp_path, shared_data, scripted_model
-):  # noqa: E501
+):
     """evaluate.sh merges a checkpoint with verl's merger, then runs TTRL's evaluation (16 samples at T=0.6, top-p
     0.95, 3,072 tokens, before and after) as `run --method ttrl` joined to the training verl recorded: the
     recorded rollouts and training steps up to the evaluated step count in its compute, its votes are audited,
