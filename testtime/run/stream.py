@@ -134,6 +134,7 @@ class StreamSource(Source):
         self.run, self.files, self.directory = run, StreamFiles(run.path), run.directory
         self.seen: dict[str, Problem] = {}
         self.answered: set[str] = set()
+        self.warn: Callable[[str], None] = lambda _: None  # the run's console, from `open`
 
     async def open(self, learner: Learner, warn: Callable[[str], None]) -> None:
         self.warn = warn

@@ -1,6 +1,5 @@
-"""What offline and online TTRL share: one learner (`TTRLLearner`: weights that a training run replaces, behind
-an engine of their own) on two schedules, a training run handed to TRL's thread from the run's event loop
-(`train`), and the engine that samples from trained weights (`trained_engine`).
+"""What offline and online TTRL share: one learner (`TTRLLearner`: weights that a training run on TRL's thread
+replaces, behind an engine of their own over the run's cache, ledger and budgets) on two schedules.
 
 Offline (`offline.py`, the paper's): one update over the whole set before any answer. Online (`online.py`): an
 update every `update_every` arrivals of a stream, over a window of them."""
@@ -15,15 +14,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Literal
 
 from testtime.core.errors import UserError
-from testtime.core.model import LanguageModel
 from testtime.core.records import Problem
-from testtime.core.rollout import RolloutEngine
 from testtime.methods import MethodContext
 from testtime.methods.online import Learner
 from testtime.methods.ttrl.settings import TTRLSettings
 from testtime.methods.ttrl.trl_backend import TrainingJob, train_ttrl
 from testtime.models import resolve_model
-from testtime.selectors import SelectionContext, Selector
+from testtime.selectors import SelectionContext
 
 if TYPE_CHECKING:
     from testtime.methods.ttrl import TTRL
@@ -57,73 +54,45 @@ class TTRLLearner(Learner):
         seed: int,
         earlier_steps: tuple[Path, ...] = (),
     ) -> None:
-        """Train the current weights on `problems` into `workdir` (its `ttrl/`); the trained ones become current
-        (`load` puts them behind an engine)."""
+        """Train the current weights on `problems` into `workdir` (its `ttrl/`) on TRL's thread; the trained ones
+        become current (`load` puts them behind an engine). A stop signal ends training at a checkpointed step
+        and raises."""
+        ctx, loop = self.ctx, asyncio.get_running_loop()
         if self.engine.model is not None:
             await self.engine.model.aclose()  # free these weights before the trainer loads its own copy
-        final = await train(
-            self.ctx,
+        job = TrainingJob(
             model_path=self.weights,
             problems=problems,
+            prompt=ctx.prompt,
             settings=settings,
+            rollout=ctx.sampled("ttrl_rollout"),
             workdir=workdir,
-            model_name=self.ctx.engine.model_name,
+            ledger=ctx.engine.ledger,
+            model_name=ctx.engine.model_name,
             selector=self.method.selector_for(problems[0].domain),
             context=context,
             seed=seed,
+            # the trainer's thread hands each step's votes back to this loop, where the sandbox and engine live
+            run_async=lambda coroutine: asyncio.run_coroutine_threadsafe(coroutine, loop).result(),
+            oracle=ctx.oracle,
+            stop_requested=lambda: ctx.engine.stop is not None,
             earlier_steps=earlier_steps,
         )
+        final = await asyncio.to_thread(train_ttrl, job)
+        give_back_memory()
+        if final is None or ctx.engine.stop is not None:  # a stop signal: the step in flight was checkpointed
+            raise ctx.engine.stop or RuntimeError("TTRL training ended early without a stop")
         self.weights = str(final)
 
     async def load(self, name: str) -> None:
-        """The current weights behind their own engine; `name` keys its cache, so no answer of other weights
-        comes back from it."""
+        """The current weights behind the run's cache, ledger, trace, retries and budgets (`with_model`); `name`
+        keys the cache, so no answer of other weights comes back from it."""
         model = resolve_model(f"{self.provider}:{self.weights}", max_batch=self.ctx.engine.concurrency)
-        self.engine = trained_engine(self.ctx, model, name)
+        self.engine = self.ctx.engine.with_model(model, name)
 
     async def close(self) -> None:
         if self.engine is not self.ctx.engine and self.engine.model is not None:
             await self.engine.model.aclose()
-
-
-async def train(
-    ctx: MethodContext,
-    *,
-    model_path: str,
-    problems: Sequence[Problem],
-    settings: TTRLSettings,
-    workdir: Path,
-    model_name: str,
-    selector: Selector,
-    context: Callable[[Problem], SelectionContext],
-    seed: int,
-    earlier_steps: tuple[Path, ...] = (),
-) -> Path:
-    """Train on a thread; the trained weights' folder. A stop signal ends it at a checkpointed step and raises."""
-    loop = asyncio.get_running_loop()
-    job = TrainingJob(
-        model_path=model_path,
-        problems=problems,
-        prompt=ctx.prompt,
-        settings=settings,
-        rollout=ctx.sampled("ttrl_rollout"),
-        workdir=workdir,
-        ledger=ctx.engine.ledger,
-        model_name=model_name,
-        selector=selector,
-        context=context,
-        seed=seed,
-        # the trainer's thread hands each step's votes back to this loop, where the sandbox and engine live
-        run_async=lambda coroutine: asyncio.run_coroutine_threadsafe(coroutine, loop).result(),
-        oracle=ctx.oracle,
-        stop_requested=lambda: ctx.engine.stop is not None,
-        earlier_steps=earlier_steps,
-    )
-    final = await asyncio.to_thread(train_ttrl, job)
-    give_back_memory()
-    if final is None or ctx.engine.stop is not None:  # a stop signal: the step in flight was checkpointed
-        raise ctx.engine.stop or RuntimeError("TTRL training ended early without a stop")
-    return final
 
 
 def give_back_memory() -> None:
@@ -134,9 +103,3 @@ def give_back_memory() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):
         return  # not glibc: nothing to trim
-
-
-def trained_engine(ctx: MethodContext, model: LanguageModel, model_name: str) -> RolloutEngine:
-    """Trained weights behind the run's cache, ledger, trace, retries and budgets; `model_name` (naming the
-    training) keys the cache, so no answer of other weights comes back from it."""
-    return ctx.engine.with_model(model, model_name)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from testtime.core.ledger import CallPurpose
 from testtime.core.records import Candidate, Problem
-from testtime.core.results import ProblemResult, TTRLEvaluation, TTRLRecord, TTRLVote, read_steps
+from testtime.core.results import ProblemResult, TTRLEvaluation, TTRLRecord, TTRLStep, TTRLVote, read_steps
 from testtime.core.rollout import RolloutEngine, gather_landed
 from testtime.methods import make_candidates
 from testtime.methods.ttrl.jobs import TTRLLearner
@@ -54,7 +54,7 @@ class OfflineTTRL(TTRLLearner):
             await self.train(problems, self.settings, self.workdir, context=context, seed=ctx.seed)
         steps = read_steps(self.workdir / "ttrl" / "steps.jsonl")
         self.steps = len({step.step for step in steps})
-        self.votes = _votes_by_problem(self.workdir / "ttrl" / "steps.jsonl")
+        self.votes = _votes_by_problem(steps)
         await self.load(f"{ctx.engine.model_name}+ttrl")  # names the training: no base answer comes back
 
     async def answer(self, problem: Problem, arrival: int | None) -> ProblemResult:
@@ -106,10 +106,10 @@ class OfflineTTRL(TTRLLearner):
         return dict(await gather_landed(*(one(p) for p in problems)))
 
 
-def _votes_by_problem(steps_path: Path) -> dict[str, list[TTRLVote]]:
+def _votes_by_problem(steps: Sequence[TTRLStep]) -> dict[str, list[TTRLVote]]:
     """Each problem's votes across training (step, label, kept answers, rewards), for the scorer's audit."""
     by_problem: dict[str, dict[int, TTRLVote]] = {}
-    for record in read_steps(steps_path):
+    for record in steps:
         for vote in record.votes:
             # A step replayed after a resume overwrites its earlier record: one vote per problem and step.
             by_problem.setdefault(vote.problem_id, {})[record.step] = vote.model_copy(update={"step": record.step})
