@@ -7,9 +7,9 @@ These pydantic records cross package and file boundaries (results.jsonl, the cac
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, field_validator
 
 # Keys that would smuggle a label into a problem through its free-form metadata.
 LABEL_KEYS = frozenset(
@@ -30,6 +30,21 @@ LABEL_KEYS = frozenset(
 )
 
 
+def recordable(text: str) -> str:
+    """`text` as every record can hold it: the one place outside text is made encodable. A lone surrogate (a
+    JSON `\\ud800` escape in a reply or a data file decodes to one, and UTF-8 cannot encode it) becomes U+FFFD;
+    a surrogate pair becomes its character. NUL, U+2028 and any length are kept: JSON writes them safely."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
+
+
+# A string from outside (a model's reply, a data file, a client's request): made recordable when the record is built.
+Text = Annotated[str, AfterValidator(recordable)]
+
+
 class Record(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -39,18 +54,18 @@ class TestCase(Record):
 
     __test__ = False  # a record, not a pytest test class
 
-    input: str
-    output: str | None
+    input: Text
+    output: Text | None
     testtype: Literal["stdin", "functional"] = "stdin"
 
 
 class Problem(Record):
     """What a method sees: the statement and the public examples, never the answer."""
 
-    id: str
+    id: Text
     domain: Literal["math", "code", "text"]  # text: free-form replies, the whole reply is the answer
-    statement: str
-    starter_code: str = ""
+    statement: Text
+    starter_code: Text = ""
     public_tests: tuple[TestCase, ...] = ()
     metadata: dict[str, Any] = {}
 
@@ -66,8 +81,8 @@ class Problem(Record):
 class Reference(Record):
     """The label side of a problem: only the scorer and the audit read it."""
 
-    problem_id: str
-    answer: str | None = None
+    problem_id: Text
+    answer: Text | None = None
     hidden_tests: tuple[TestCase, ...] = ()  # code: the full evaluation suite (public + private tests)
     metadata: dict[str, Any] = {}  # grading notes, e.g. {"public_only": True} when private tests are missing
 
@@ -81,7 +96,7 @@ class Message(Record):
     """One chat turn: a role (system, user, assistant) and its text."""
 
     role: Literal["system", "user", "assistant"]
-    content: str
+    content: Text
 
 
 class SamplingParams(Record):
@@ -145,12 +160,12 @@ class TokenStats(Record):
 class Completion(Record):
     """One sample. A failed call is a Completion with `error` set, never a fake answer (invariant 6)."""
 
-    text: str = ""
+    text: Text = ""
     finish_reason: FinishReason = "stop"
     usage: Usage = Usage()
     latency_s: float = 0.0
     cost_usd: float | None = None
-    error: str | None = None
+    error: Text | None = None
     cached: bool = False
     call: str | None = None  # the trace's id of the call that produced it (its cache key, short)
     token_stats: TokenStats | None = None  # when the run asked for them (--logprobs) and the backend gave them
@@ -160,10 +175,10 @@ class Candidate(Record):
     """A completion as a selector sees it: its text and the answer extracted from it (None = no answer)."""
 
     index: int
-    text: str
-    answer: str | None
+    text: Text
+    answer: Text | None
     finish_reason: FinishReason = "stop"
-    error: str | None = None
+    error: Text | None = None
     completion_tokens: int = 0
     call: str | None = None  # the model call in the run's trace that produced it
     token_stats: TokenStats | None = None  # its tokens' log-prob, entropy, self-certainty (--logprobs); null: not asked

@@ -236,8 +236,10 @@ class RolloutEngine:
     def _land(
         self, messages: Sequence[Message], unit: _Unit, completion: Completion, attempts: int, together: int = 1
     ) -> Completion:
-        """A sample the model answered: scrubbed, cached when it succeeded, one ledger line, traced."""
-        completion = completion.model_copy(update={"call": unit.call})
+        """A sample the model answered: made recordable, scrubbed, cached when it succeeded, one ledger line, traced.
+        Validated again rather than copied: a backend's `model_copy` skips the validators that make text recordable,
+        and a reply that cannot be written would stop the run before its ledger line, on every resume."""
+        completion = Completion.model_validate(completion.model_dump() | {"call": unit.call})
         if completion.error is None:
             secrets = self._secrets()
             if any(s in completion.text for s in secrets):  # a server that echoes the key in its answer

@@ -15,11 +15,14 @@ import sys
 import threading
 from functools import lru_cache
 
-from testtime.core.answers.normalize import exact_number, normalize, split_top_level
+from testtime.core.answers.normalize import number_key, normalize, split_top_level
 from testtime.core.answers.numeric import numerically_equal
 
 _WORD = re.compile(r"[a-z]{2,}")
 SYMBOLIC_TIMEOUT_S = 5.0
+# Expressions longer than this are not evaluated nor sent to sympy (their keys already differ): a model's
+# 10 MB reply is data to compare as text, not a parse to wait on.
+EXPRESSION_MAX_CHARS = 2000
 STARTUP_TIMEOUT_S = 60.0
 
 
@@ -28,8 +31,8 @@ def answer_key(answer: str) -> str:
     """A canonical key: equal keys ⇒ equivalent answers. Numbers become exact rationals ("16", "1/2");
     tuples and intervals keep their bracket types; unbracketed lists are sets (sorted)."""
     s = normalize(answer)
-    if (number := exact_number(s)) is not None:
-        return str(number)
+    if (number := number_key(s)) is not None:
+        return number
     if len(s) >= 2 and s[0] in "([" and s[-1] in ")]":
         parts = split_top_level(s[1:-1])
         if len(parts) > 1:
@@ -41,7 +44,7 @@ def answer_key(answer: str) -> str:
 
 
 def is_exact_number(key: str) -> bool:
-    return exact_number(key) is not None
+    return number_key(key) is not None
 
 
 def exact_structure(key: str) -> bool:
@@ -66,6 +69,8 @@ def equivalent(a: str | None, b: str | None) -> bool:
         return False  # text answers ("monday", "evelyn") compare as text, already done by the keys
     if (shape := _compare_brackets(ka, kb)) is not None:
         return shape
+    if max(len(ka), len(kb)) > EXPRESSION_MAX_CHARS:
+        return False
     numeric = numerically_equal(ka, kb)
     if numeric is not None:
         return numeric

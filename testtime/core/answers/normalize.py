@@ -68,17 +68,38 @@ def normalize(answer: str) -> str:
     return s
 
 
-def exact_number(s: str) -> Fraction | None:
-    """A normalised answer as an exact rational, if it is one (integer, decimal, a/b, \\frac{a}{b})."""
+# Python refuses int(str) past 4,300 digits (CVE-2020-10735) and a model may write such a number: an answer is
+# data, never a reason to stop. Past this many characters a number's key is its canonical text, not a rational.
+EXACT_CHARS = 1000
+
+
+def number_key(s: str) -> str | None:
+    """A normalised answer's canonical key if it is an exact number (integer, decimal, a/b, \\frac{a}{b}):
+    the rational's text ("16", "1/2", "-3/4"); None when it is not a number. Bounded by construction: a number
+    longer than `EXACT_CHARS` is keyed by its canonical decimal text, never parsed into an integer."""
     if _NUMBER.match(s):
-        return Fraction(s)
+        if len(s) > EXACT_CHARS:
+            text = _canonical_decimal(s)
+            return text if len(text) > EXACT_CHARS else str(Fraction(text))
+        return str(Fraction(s))
+    if len(s) > EXACT_CHARS:
+        return None  # a long fraction: compared as text
     if (m := _LATEX_FRACTION.match(s)) is not None:
         sign, num, den = m.groups()
         if int(den) != 0:
-            return Fraction(int(num), int(den)) * (-1 if sign == "-" else 1)
+            return str(Fraction(int(num), int(den)) * (-1 if sign == "-" else 1))
     if (m := _SLASH_FRACTION.match(s)) is not None and int(m.group(2)) != 0:
-        return Fraction(int(m.group(1)), int(m.group(2)))
+        return str(Fraction(int(m.group(1)), int(m.group(2))))
     return None
+
+
+def _canonical_decimal(s: str) -> str:
+    """A decimal's text with no '+', no leading zeros, no trailing fractional zeros: equal values, equal text."""
+    negative = s.startswith("-")
+    whole, _, fraction = s.lstrip("+-").partition(".")
+    whole, fraction = whole.lstrip("0") or "0", fraction.rstrip("0")
+    text = f"{whole}.{fraction}" if fraction else whole
+    return f"-{text}" if negative and text != "0" else text
 
 
 def split_top_level(s: str) -> list[str]:
