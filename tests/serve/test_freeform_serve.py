@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +32,10 @@ def poet() -> MockChatServer:
     turn = itertools.count()
 
     def reply(messages: list[dict[str, Any]]) -> str:
-        if "most consistent response" in str(messages[-1].get("content")):
-            return "The most consistent response is Response 0."
+        prompt = str(messages[-1].get("content"))
+        if "most consistent response" in prompt:  # names the first response shown, by its number
+            first = re.findall(r'<response number="(\d+)"', prompt)[0]
+            return f"The most consistent response is Response {first}."
         return HAIKUS[next(turn) % len(HAIKUS)]
 
     return MockChatServer(reply=reply)
@@ -63,7 +66,7 @@ def test_a_text_server_asks_as_written_and_chooses_by_medoid_or_usc(tmp_path: Pa
     assert extra["method"]["selector"]["name"] == "medoid" and 0.0 < extra["confidence"] < 1.0
     assert usc.model_extra["testtime"]["method"]["selector"]["name"] == "usc"  # type: ignore[index]
     assert usc.model_extra["testtime"]["calls"] == 4  # three samples and the judgement  # type: ignore[index]
-    # the judge said "Response 0": the first candidate's reply (which haiku that is depends on arrival order)
+    # the judge named the first response shown: the first candidate's reply (which haiku depends on arrival order)
     assert usc.choices[0].message.content == usc.model_extra["testtime"]["candidates"][0]  # type: ignore[index]
 
 

@@ -95,11 +95,13 @@ class ConsistencyEvidence(Record):
     """Universal self-consistency: which reply the model judged most consistent with the others."""
 
     kind: Literal["consistency"] = "consistency"
-    shown: tuple[int, ...] = ()  # candidate indices, in the order shown as Response 0, 1, ...
+    shown: tuple[int, ...] = ()  # candidate indices, in the order shown
+    numbers: tuple[int, ...] = ()  # the response number each was shown as (absent in older runs: 0, 1, ...)
     reply: str = ""  # the model's judgement (its last 2,000 characters)
-    picked: int | None = None  # the response number read from the judgement; None: none readable
+    picked: int | None = None  # the position in `shown` of the response the judgement named; None: none readable
     fallback: str | None = None  # why the medoid chose instead (an unreadable or failed judgement)
     confidence: float | None = None  # the chosen reply's mean similarity to the other candidates; None: alone
+    truncated: int = 0  # replies cut to fit the judge's caps (each reply's and the whole prompt's)
 
 
 Evidence = Annotated[

@@ -5,7 +5,12 @@
 - `usc`: universal self-consistency (Chen et al. 2023, arXiv 2311.17311): one extra call shows the model every
   reply and asks which is the most consistent with the rest ("The most consistent response is Response X");
   an unreadable or failed judgement falls back to the medoid, and says so. The call is in the ledger as its own
-  purpose, `consistency`.
+  purpose, `consistency`. Replies are data, never instructions to the judge: each is fenced in a
+  `<response number="N">` block with its `<`, `>` and `&` escaped (no reply can forge a block), and numbered
+  with distinct three-digit numbers drawn from a hash of the question and every reply (the paper numbers them
+  0, 1, ...), so a reply that tells the judge to name "Response 2" names none, and the medoid chooses. Each
+  reply and the whole prompt are capped (the evidence counts the replies cut), and only a number of at most
+  three digits is read from the judgement.
 
 Identical replies (after normalisation) form one class; a candidate with no reply abstains. The confidence
 either implies is the chosen reply's mean similarity to the other candidates (abstained ones count 0).
@@ -13,6 +18,8 @@ either implies is the chosen reply's mean similarity to the other candidates (ab
 
 from __future__ import annotations
 
+import hashlib
+import random
 import re
 from collections.abc import Sequence
 
@@ -30,8 +37,12 @@ USC_PROMPT = """I have generated the following responses to the question: {quest
 Evaluate these responses.
 Select the most consistent response based on majority consensus.
 Start your answer with "The most consistent response is Response X" (without quotes)."""
-_PICKED = re.compile(r"most consistent response is\W*response\W*(\d+)", re.IGNORECASE)
-_ANY = re.compile(r"response\W*(\d+)", re.IGNORECASE)
+RESPONSE_BLOCK = '<response number="{number}">\n{text}\n</response>'
+REPLY_CHARS = 20_000  # each reply shown to the judge: its last characters (a reply's conclusion is at its end)
+PROMPT_CHARS = 120_000  # the judge's whole prompt; past it every shown reply is cut to its share
+LABELS = range(100, 1000)  # three-digit response numbers: a reply guessing one of n hits it at n/900
+_PICKED = re.compile(r"most consistent response is\W{0,20}response\W{0,20}(\d+)", re.IGNORECASE)
+_ANY = re.compile(r"response\W{0,20}(\d+)", re.IGNORECASE)
 
 
 def reply_of(candidate: Candidate) -> str | None:
@@ -116,7 +127,9 @@ class MedoidSelector(Selector):
 
 class USCOptions(Options):
     excerpt_chars: int | None = flag(
-        None, "show the judge only each reply's last N characters (default: whole replies, as the paper)", ge=1
+        None,
+        "show the judge only each reply's last N characters (default: up to 20,000, the paper shows whole replies)",
+        ge=1,
     )
 
 
@@ -139,10 +152,9 @@ class USCSelector(Selector):
         if len(shown) < 2 or ctx.engine is None:  # nothing to judge: one reply (or none) is its own choice
             evidence = medoid.similarity_evidence(medoid.best, "fewer than two replies" if shown else "no reply")
             return medoid.selection(self.name, rule, medoid.best, evidence)
-        cap = self.options.excerpt_chars
         texts = [medoid.replies[i] or "" for i in shown]
-        responses = "\n".join(f"Response {k}: {text[-cap:] if cap else text}" for k, text in enumerate(texts))
-        prompt = USC_PROMPT.format(question=problem.statement, responses=responses)
+        labels = response_labels(problem.statement, texts)
+        prompt, truncated = judge_prompt(problem.statement, texts, labels, self.options.excerpt_chars)
         [judged] = await ctx.engine.sample(
             [Message(role="user", content=prompt)],
             1,
@@ -151,25 +163,52 @@ class USCSelector(Selector):
             purpose="consistency",
             step=ctx.step,
         )
-        picked, fallback = _read_pick(judged.text, len(shown)) if judged.error is None else (None, judged.error)
+        picked, fallback = _read_pick(judged.text, labels) if judged.error is None else (None, judged.error)
         position = shown[picked] if picked is not None else medoid.best
         evidence = ConsistencyEvidence(
             shown=tuple(candidates[i].index for i in shown),
+            numbers=tuple(labels),
             reply=judged.text[-2000:],
             picked=picked,
             fallback=None if picked is not None else f"the medoid chose: {fallback}",
             confidence=None if position is None else medoid.confidence(position),
+            truncated=truncated,
         )
         return medoid.selection(self.name, rule, position, evidence)
 
 
-def _read_pick(text: str, shown: int) -> tuple[int | None, str]:
-    """The response number the judgement names ('most consistent response is Response X', else the last
-    'Response X' it mentions); None with why when it names none that was shown."""
+def response_labels(question: str, texts: Sequence[str]) -> list[int]:
+    """Distinct three-digit numbers for the shown replies, drawn from a hash of the question and every reply:
+    the same replies get the same numbers (a replay hits the cache), and no reply can know its own number or
+    another's, since each number depends on every reply, its own included."""
+    digest = hashlib.sha256("\x00".join([question, *texts]).encode("utf-8", "replace")).digest()
+    return random.Random(digest).sample(LABELS, len(texts))
+
+
+def judge_prompt(question: str, texts: Sequence[str], labels: Sequence[int], excerpt: int | None) -> tuple[str, int]:
+    """The judge's prompt with each reply fenced and escaped, and how many replies were cut to fit the caps (each
+    reply's, then its share of the whole prompt's, the question taking at most a quarter)."""
+    asked = _escaped(question)[: PROMPT_CHARS // 4]
+    share = (PROMPT_CHARS - len(USC_PROMPT) - len(asked)) // max(len(texts), 1) - len(RESPONSE_BLOCK)
+    cap = min(excerpt or REPLY_CHARS, REPLY_CHARS, share)
+    shown = [_escaped(text) for text in texts]
+    blocks = [RESPONSE_BLOCK.format(number=n, text=text[-cap:]) for n, text in zip(labels, shown, strict=True)]
+    return USC_PROMPT.format(question=asked, responses="\n".join(blocks)), sum(len(text) > cap for text in shown)
+
+
+def _escaped(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _read_pick(text: str, labels: Sequence[int]) -> tuple[int | None, str]:
+    """The position of the response the judgement names ('most consistent response is Response X', else the last
+    'Response X' it mentions); None with why when it names none that was shown. Bounded: only a number of at most
+    three digits is read, whatever the judgement holds."""
     found = _PICKED.findall(text) or _ANY.findall(text)
     if not found:
         return None, "the judgement names no response"
-    number = int(found[0] if _PICKED.search(text) else found[-1])
-    if number >= shown:
-        return None, f"the judgement names Response {number}, of 0-{shown - 1}"
-    return number, ""
+    digits = found[0] if _PICKED.search(text) else found[-1]
+    if len(digits) > 3 or int(digits) not in labels:
+        shown = ", ".join(map(str, labels))
+        return None, f"the judgement names Response {digits[:12]}{'…' if len(digits) > 12 else ''}, not one of {shown}"
+    return list(labels).index(int(digits)), ""
