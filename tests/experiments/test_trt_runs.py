@@ -51,7 +51,7 @@ def test_token_budget_stops_cleanly_and_resumes(tmp_path: Path, testtime_cli: Ca
         "fake:echo",
     ]
     stopped = testtime_cli(*base, "--max-tokens-total", "300", "--out", str(out), cwd=tmp_path)
-    assert stopped.returncode == 0, stopped.stderr
+    assert stopped.returncode == 4, stopped.stderr  # stopped by its budget, not finished
     assert "stopped: token budget reached" in stopped.stderr and f"--resume {out}" in stopped.stderr
     summary = json.loads((out / "summary.json").read_text())
     assert not summary["complete"] and summary["stopped"].startswith("token budget")

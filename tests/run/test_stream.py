@@ -228,7 +228,7 @@ def test_a_stream_stopped_by_its_budget_resumes_at_the_arrival_it_stopped_on(tes
     out = tmp_path / "run"
     args = ["--stream", "--limit", "6", "--model", "fake:", "--n", "2", "--quiet"]
     stopped = testtime_cli("run", *args, "--max-tokens-total", "150", "--out", str(out))
-    assert stopped.returncode == 0 and "stopped:" in stopped.stderr
+    assert stopped.returncode == 4 and "stopped:" in stopped.stderr
     first = len(records(out))
     assert 0 < first < 6 and not json.loads((out / "summary.json").read_text())["complete"]
     resumed = testtime_cli("run", "--resume", str(out), "--max-tokens-total", "100000", "--quiet")
@@ -257,7 +257,7 @@ def test_a_resumed_learner_rebuilds_from_ungraded_results(tmp_path: Path, monkey
     with pytest.raises(SystemExit) as stopped:  # by its budget, part way
         main(["run", *args, "--max-tokens-total", "150", "--out", str(out)])
     first = records(out)
-    assert stopped.value.code == 0 and 0 < len(first) < 6 and all(r.correct is not None for r in first)
+    assert stopped.value.code == 4 and 0 < len(first) < 6 and all(r.correct is not None for r in first)
     with pytest.raises(SystemExit) as resumed:
         main(["run", "--resume", str(out), "--max-tokens-total", "100000", "--quiet"])
     assert resumed.value.code == 0 and len(handed) == len(first)

@@ -110,12 +110,15 @@ def csv_rows(path: Path, limit: int | None = None) -> list[Row]:
     """Every value is text; an empty cell is a missing value (a row without its label, say). Read a line at a
     time: with `limit`, only the first `limit` rows."""
     csv.field_size_limit(FIELD_LIMIT)
-    reader = csv.DictReader(line for _, line in _lines(path))
+    # strict: a quote never closed is an error, not one cell that swallows every row after it
+    reader = csv.DictReader((line for _, line in _lines(path)), strict=True)
     rows: list[Row] = []
+    started = 1  # the line the row being read starts on: where an unclosed quote opened
     try:
         header = reader.fieldnames or []
         if len(set(header)) != len(header):
             raise UserError(f"{path}:1: the header names a column twice ({', '.join(header)})")
+        started = reader.line_num + 1
         for values in reader:
             if limit is not None and len(rows) >= limit:
                 break
@@ -123,7 +126,10 @@ def csv_rows(path: Path, limit: int | None = None) -> list[Row]:
                 raise UserError(f"{path}:{reader.line_num}: more cells than the header has columns")
             cells = {k: (v if v != "" else None) for k, v in values.items()}
             rows.append(_row(cells, f"{path}:{reader.line_num}", f"line {reader.line_num}"))
+            started = reader.line_num + 1
     except csv.Error as exc:
+        if "unexpected end of data" in str(exc):
+            raise UserError(f"{path}:{started}: a quote opened in this row is never closed (not valid CSV)") from None
         raise UserError(f"{path}:{reader.line_num}: not valid CSV ({exc})") from None
     return rows
 

@@ -30,6 +30,7 @@ from testtime.run.observer import ProgressPlan
 TRUNCATION_WARNING = 0.1  # a share of samples cut at --max-tokens that a reader must be told about
 ERROR_WARNING = 0.05  # a share of failed samples that a reader must be told about
 EXIT_ALL_FAILED = 3  # `testtime run`'s exit status when no call succeeded: nothing was measured
+EXIT_STOPPED = 4  # `testtime run`'s exit status when a budget stopped it before the end (resume to finish)
 console = Console(stderr=True)  # progress and status
 # Results: tables a user may pipe or redirect. Piped, rich would cut them to 80 columns ("meth…"): a file
 # gets room for every cell (tables stay as narrow as their contents).

@@ -89,6 +89,7 @@ def run_command(
     from testtime.cli import storage_failure
     from testtime.cli.display import (
         EXIT_ALL_FAILED,
+        EXIT_STOPPED,
         RunProgress,
         command,
         console,
@@ -133,6 +134,8 @@ def run_command(
     _show_outcome(summary, run.path, run.directory.summary_path)
     if summary.all_failed():
         raise typer.Exit(EXIT_ALL_FAILED)
+    if summary.stopped is not None:  # a script must not take a budget-stopped run for a finished one
+        raise typer.Exit(EXIT_STOPPED)
 
 
 def _open_run(

@@ -139,6 +139,8 @@ def exec_program(
         raise UserError(f"--sandbox must be one of {', '.join(CHOICES)}, not '{sandbox}'")
     if grader not in ("lenient", "official"):
         raise UserError(f"--grader must be lenient or official, not '{grader}'")
+    if not 0 < timeout < 3600:  # nan and inf fail this too
+        raise UserError(f"--timeout must be a number of seconds in (0, 3600), not {timeout}")
     try:
         source = program.read_text()
         raw = json.loads(tests.read_text())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from collections import Counter
 from pathlib import Path
@@ -105,6 +106,13 @@ def serve_command(
 
     if domain not in DOMAINS:
         raise UserError(f"--domain must be math, code or text, not '{domain}'")
+    if not 0 <= port <= 65535:
+        raise UserError(f"--port must be 0-65535 (0: any free one), not {port}")
+    seconds = {"--keepalive": keepalive, "--drain-timeout": drain_timeout, "--max-body-mb": max_body_mb}
+    seconds |= {"--header-timeout": header_timeout, "--idle-timeout": idle_timeout}
+    for name, value in seconds.items():
+        if not math.isfinite(value) or value < 0:
+            raise UserError(f"{name} must be a finite number of at least 0, not {value}")
     limits = ServeLimits(
         max_calls=max_request_calls,
         max_messages=max_messages,

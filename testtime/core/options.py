@@ -40,7 +40,7 @@ class Options(BaseModel):
     """A method's, selector's or benchmark's options: pydantic fields, each with a description; `flag(...)`
     gives one a command-line flag of its own. Values arrive as text from the CLI and are validated here."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # no option means inf or nan
 
     @classmethod
     def migrate(cls, values: dict[str, Any]) -> dict[str, Any]:

@@ -87,6 +87,9 @@ def resume(path: Path, changes: ResumeChanges | None = None) -> OpenRun:
     if directory.upgrade():
         notes.append(f"upgraded {path} to the current record schema (the files as they were: {path}/schema1/)")
     manifest = directory.read_manifest()
+    if manifest.kind == "served":  # its problems are requests: there is no benchmark to run again
+        lock.close()
+        raise UserError(f"{path} is a served run; serve it again to continue: {continue_command(path, manifest)}")
     given = (changes or ResumeChanges()).given()
     if any(REDACTED in url for url in manifest.run.api_base) and "api_base" not in given:
         raise UserError(

@@ -33,7 +33,7 @@ class RunSettings(BaseModel):
     """Everything a run is asked to do (method, benchmark, model, sampling, budgets, where the model is
     served); saved in the manifest so the run can be resumed or rebuilt."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # inf would go upstream as invalid JSON
 
     method: str
     bench: str
@@ -92,7 +92,7 @@ class RunSettings(BaseModel):
 class ResumeChanges(BaseModel):
     """What `--resume` may change; `None` keeps the run's own value. Each change is recorded in the manifest."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # inf would go upstream as invalid JSON
 
     max_cost: float | None = Field(default=None, gt=0)
     max_tokens_total: int | None = Field(default=None, gt=0)
