@@ -164,6 +164,29 @@ def test_a_broken_plugin_is_one_line_and_other_commands_go_on(tmp_path: Path, te
     assert "Traceback" not in result.stderr
 
 
+def test_help_and_version_load_no_plugin(tmp_path: Path, testtime_process) -> None:
+    """A plugin that hangs, or ends the process at import, cannot take `--help` or `--version` with it."""
+    for text in ("import time\ntime.sleep(60)\n", "import os\nos._exit(0)\n"):
+        plugin = str(_plugin(tmp_path, text, "hostile.py"))
+        shown = testtime_process("--plugin", plugin, "--help", timeout=30)
+        assert shown.returncode == 0 and "Commands" in shown.stdout and "run" in shown.stdout, shown.stderr
+        version = testtime_process("--plugin", plugin, "--version", timeout=30)
+        assert version.returncode == 0 and version.stdout.startswith("testtime "), version.stderr
+
+
+def test_a_plugin_that_hangs_or_interrupts_its_import_is_one_line(tmp_path: Path, testtime_process) -> None:
+    slow = str(_plugin(tmp_path, "import time\ntime.sleep(60)\n", "slow.py"))
+    interrupting = str(_plugin(tmp_path, "raise KeyboardInterrupt\n", "interrupting.py"))
+    result = testtime_process(
+        "--plugin", slow, "--plugin", interrupting, "list", env={"TESTTIME_PLUGIN_TIMEOUT": "1"}, timeout=30
+    )
+    assert result.returncode == 0 and "majority" in result.stdout, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 2 and "Traceback" not in result.stderr, result.stderr
+    assert "slow.py failed to load: TimeoutError: still loading after 1 s" in lines[0]
+    assert "interrupting.py failed to load: KeyboardInterrupt" in lines[1]
+
+
 def test_a_plugin_reusing_a_builtin_name_fails_alone(tmp_path: Path, testtime_process) -> None:
     clash = textwrap.dedent(
         """

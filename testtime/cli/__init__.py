@@ -50,21 +50,35 @@ def root(
     """Make a language model better at a set of problems at test time, without labels."""
 
 
-def _register() -> None:
-    if app.registered_commands:
-        return  # main() called twice in one process (tests, the API)
+def _register(args: list[str]) -> None:
+    """The commands, registered once a process; the help of `run` and `serve` lists every method's flags, which
+    loads the plugins, so it is made only when that command is the one asked for (`--help` loads none)."""
+    command = next((a for a in args if not a.startswith("-")), None)
+    if not app.registered_commands:  # main() may be called twice in one process (tests, the API)
+        _add_commands()
+    from testtime.cli.run import run_help
+    from testtime.cli.serve import serve_help
+
+    for info in app.registered_commands:
+        if info.name == "run":
+            info.epilog = run_help() if command == "run" else None
+        elif info.name == "serve":
+            info.epilog = serve_help() if command == "serve" else None
+
+
+def _add_commands() -> None:
     from testtime.cli.experiments import ablate_app, export_command, report_command, runs_command, view_command
-    from testtime.cli.run import grade_command, list_command, merge_command, run_command, run_help
+    from testtime.cli.run import grade_command, list_command, merge_command, run_command
     from testtime.cli.sandbox import sandbox_app
-    from testtime.cli.serve import serve_command, serve_help
+    from testtime.cli.serve import serve_command
     from testtime.cli.ttrl import ttrl_app
 
     extra_args = {"allow_extra_args": True, "ignore_unknown_options": True}
-    app.command("run", context_settings=extra_args, epilog=run_help())(run_command)
+    app.command("run", context_settings=extra_args)(run_command)
     app.command("grade", context_settings=extra_args)(grade_command)
     app.command("merge")(merge_command)
     app.command("list")(list_command)
-    app.command("serve", context_settings=extra_args, epilog=serve_help())(serve_command)
+    app.command("serve", context_settings=extra_args)(serve_command)
     app.add_typer(sandbox_app, name="sandbox")
     app.add_typer(ablate_app, name="ablate")
     app.add_typer(ttrl_app, name="ttrl")
@@ -77,7 +91,7 @@ def _register() -> None:
 def main(argv: list[str] | None = None) -> Any:
     try:
         args = _take_plugins(list(sys.argv[1:] if argv is None else argv))
-        _register()  # after the plugins: `run --help` lists their flags
+        _register(args)  # after the plugin files are known: `run --help` lists their flags
         return app(args=args, standalone_mode=True)
     except UserError as exc:
         typer.secho(f"error: {exc}", fg="red", err=True)

@@ -10,15 +10,20 @@ Two ways in (inspect_ai's and lighteval's habits):
 
 A plugin never replaces a built-in: one that registers a taken name fails alone, and a built-in that loads
 after a plugin took its name takes it back (`core/registry.py`), with a warning either way. A plugin that fails
-to load is one line on stderr naming it, never a traceback that stops unrelated commands. Each package's
-loader (`load_methods`, `load_selectors`, ...) calls `load_plugins` after its own built-ins.
+to load (an exception, `sys.exit`, a `KeyboardInterrupt`, or over `IMPORT_TIMEOUT_S`) is one line on stderr
+naming it, never a traceback that stops unrelated commands. Each package's loader (`load_methods`,
+`load_selectors`, ...) calls `load_plugins` after its own built-ins, so only a command that looks a name up
+loads them: `testtime --help` and `--version` never do.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import signal
 import sys
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -27,6 +32,8 @@ from testtime.core.errors import UserError
 
 GROUP = "testtime"
 ENV = "TESTTIME_PLUGINS"
+TIMEOUT_ENV = "TESTTIME_PLUGIN_TIMEOUT"
+IMPORT_TIMEOUT_S = 30.0  # a plugin that imports torch takes seconds; one that hangs is cut, in one line
 
 
 @dataclass
@@ -111,11 +118,40 @@ def _call_if_callable(target: object) -> None:
         target()
 
 
-def _guarded(origin: str, load: object) -> None:
+def import_timeout_s() -> float:
+    """How long one plugin may take to load: `$TESTTIME_PLUGIN_TIMEOUT` seconds, else `IMPORT_TIMEOUT_S`."""
+    try:
+        value = float(os.environ.get(TIMEOUT_ENV, IMPORT_TIMEOUT_S))
+    except ValueError:
+        return IMPORT_TIMEOUT_S
+    return value if 0 < value < float("inf") else IMPORT_TIMEOUT_S
+
+
+def _bounded(load: Callable[[], None]) -> None:
+    """`load()`, cut at the import timeout where a timer can interrupt it (the main thread of a POSIX process)."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        load()
+        return
+    timeout = import_timeout_s()
+
+    def expire(signum: int, frame: object) -> None:
+        raise TimeoutError(f"still loading after {timeout:g} s (${TIMEOUT_ENV} sets the bound)")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, timeout)
+    try:
+        load()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _guarded(origin: str, load: Callable[[], None]) -> None:
     _state.current = origin
     try:
-        load()  # type: ignore[operator]
-    except (Exception, SystemExit) as exc:  # noqa: BLE001 - someone else's code: any failure is one line
+        _bounded(load)
+    # someone else's code: any failure is one line, its SystemExit and KeyboardInterrupt too (not ours to obey)
+    except (Exception, SystemExit, KeyboardInterrupt) as exc:  # noqa: BLE001
         warn(f"plugin {origin} failed to load: {type(exc).__name__}: {exc}")
         return
     finally:
