@@ -9,9 +9,11 @@ averages). Its wall time is the caller's (a Ray run's driver), else null: shards
 were never one run's wall clock.
 
 Nothing a shard says about itself is trusted: the benchmark is loaded again (its data must still have the
-shards' sha256), each shard must hold exactly the slice its manifest names (ids, in order), no problem is
-answered twice, and every result is graded again against the sealed references, so an edited `correct`
-field or a relabelled copy of another shard cannot change the merged accuracy.
+shards' sha256), each shard must hold exactly the slice its manifest names (the same problems, in order), no
+problem is answered twice, every prediction and token count is derived again from the records it was made
+from (`merge_checks.py`: the candidates' texts against the cache, the ledger against the cache), and every
+result is graded again against the sealed references, so an edited `correct` field, a forged prediction, an
+inflated ledger or a relabelled copy of another shard cannot change the merged figures.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from testtime.evaluation.summary import RunSummary
 from testtime.run.build import build_benchmark, check_sandbox_choice, data_changed, load_problems
 from testtime.run.directory import RunDir
 from testtime.run.manifest import RunManifest, now
+from testtime.run.merge_checks import check_shard
 from testtime.run.outcome import write_outcome
 from testtime.run.settings import ResumeChanges
 from testtime.run.shard import interleave, parse_shard, shard_of
@@ -183,7 +186,8 @@ def regraded(
         for index, ((directory, _), held, results) in enumerate(
             zip(shards, problem_lists, result_lists, strict=True), 1
         ):
-            expected = [p.id for p in shard_of(problems, f"{index}/{count}")]
+            expected_problems = shard_of(problems, f"{index}/{count}")
+            expected = [p.id for p in expected_problems]
             if [p.id for p in held] != expected:
                 raise UserError(
                     f"{directory.path} does not hold shard {index}/{count}'s problems ({len(held)} held, "
@@ -196,6 +200,7 @@ def regraded(
             stray = set(answered) - set(expected)
             if stray:
                 raise UserError(f"{directory.path} has results for problems outside its shard: {sorted(stray)[:3]}")
+            check_shard(directory.path, held, expected_problems, results)
             by_id.update((r.problem_id, r) for r in results)
         if benchmark.needs_sandbox:  # code is graded by running it on the hidden tests, as the shards did
             check_sandbox_choice(settings)

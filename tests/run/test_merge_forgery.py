@@ -1,0 +1,100 @@
+"""`merge` re-derives what a shard hands it: a forged prediction, a candidate's answer or text edited to match
+it, a minority answer passed off as the vote's, an inflated or padded ledger and an edited problem are each
+refused in one line, and nothing is written."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+Cli = Callable[..., Any]
+REPLIES = ["It is \\boxed{1}.", "It is \\boxed{2}.", "It is \\boxed{1}."]  # a vote of 2 to 1 on every problem
+
+
+@pytest.fixture
+def shards(testtime_cli: Cli, tmp_path: Path) -> tuple[Path, Path]:
+    script = tmp_path / "replies.json"
+    script.write_text(json.dumps(REPLIES))
+    paths = []
+    for index in (1, 2):
+        path = tmp_path / f"shard{index}"
+        done = testtime_cli("run", "--bench", "arith", "--limit", "6", "--n", "3", "--concurrency", "1", "--quiet",
+                            "--model", f"fake:file:{script}", "--shard", f"{index}/2", "--out", str(path))  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        paths.append(path)
+    honest = testtime_cli("merge", *map(str, paths), "--out", str(tmp_path / "honest"))
+    assert honest.returncode == 0, honest.stderr  # the control: untouched shards merge
+    return paths[0], paths[1]
+
+
+def edit_jsonl(path: Path, change: Callable[[dict[str, Any]], None]) -> None:
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    change(rows[0])
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+
+def refused(testtime_cli: Cli, tmp_path: Path, shards: tuple[Path, Path], *words: str) -> None:
+    out = tmp_path / "merged"
+    done = testtime_cli("merge", *map(str, shards), "--out", str(out))
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    for word in words:
+        assert word in done.stderr, done.stderr
+    assert not out.exists()
+
+
+def test_a_forged_prediction_is_refused(testtime_cli: Cli, tmp_path: Path, shards: tuple[Path, Path]) -> None:
+    edit_jsonl(shards[1] / "results.jsonl", lambda r: r.update(prediction="12345"))
+    refused(testtime_cli, tmp_path, shards, "prediction is not the selected candidate's answer")
+
+
+def test_a_candidate_answer_edited_to_match_is_refused(
+    testtime_cli: Cli, tmp_path: Path, shards: tuple[Path, Path]
+) -> None:
+    def forge(row: dict[str, Any]) -> None:
+        row["prediction"] = row["selection"]["answer"] = row["candidates"][row["selection"]["index"]]["answer"] = "9"
+
+    edit_jsonl(shards[0] / "results.jsonl", forge)
+    refused(testtime_cli, tmp_path, shards, "answer is not the one its text gives")
+
+
+def test_a_candidate_text_edited_to_match_is_refused(
+    testtime_cli: Cli, tmp_path: Path, shards: tuple[Path, Path]
+) -> None:
+    def forge(row: dict[str, Any]) -> None:
+        chosen = row["candidates"][row["selection"]["index"]]
+        chosen["text"], chosen["answer"] = "It is \\boxed{9}.", "9"
+        row["prediction"] = row["selection"]["answer"] = "9"
+
+    edit_jsonl(shards[0] / "results.jsonl", forge)
+    refused(testtime_cli, tmp_path, shards, "text is not its model call's in the cache")
+
+
+def test_a_minority_answer_passed_off_as_the_vote_is_refused(
+    testtime_cli: Cli, tmp_path: Path, shards: tuple[Path, Path]
+) -> None:
+    def forge(row: dict[str, Any]) -> None:
+        minority = next(c for c in row["candidates"] if c["answer"] == "2")
+        row["selection"]["index"], row["selection"]["answer"], row["prediction"] = minority["index"], "2", "2"
+
+    edit_jsonl(shards[1] / "results.jsonl", forge)
+    refused(testtime_cli, tmp_path, shards, "not in the largest answer class")
+
+
+@pytest.mark.parametrize("how", ["inflate", "pad"])
+def test_a_forged_ledger_is_refused(testtime_cli: Cli, tmp_path: Path, shards: tuple[Path, Path], how: str) -> None:
+    ledger = shards[0] / "ledger.jsonl"
+    if how == "inflate":
+        edit_jsonl(ledger, lambda e: e.update(completion_tokens=e["completion_tokens"] * 1000))
+    else:
+        first = ledger.read_text().splitlines()[0]
+        ledger.write_text(ledger.read_text() + first + "\n")
+    refused(testtime_cli, tmp_path, shards, "ledger.jsonl was edited")
+
+
+def test_an_edited_problem_is_refused(testtime_cli: Cli, tmp_path: Path, shards: tuple[Path, Path]) -> None:
+    edit_jsonl(shards[1] / "problems.jsonl", lambda p: p.update(statement=p["statement"] + " (easy)"))
+    refused(testtime_cli, tmp_path, shards, "differs from the benchmark's own")
