@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
 from testtime.core.cache import CompletionCache
 from testtime.core.errors import ModelError, TransientModelError
-from testtime.core.ledger import Ledger
+from testtime.core.ledger import Ledger, read_entries
 from testtime.core.records import Message, SamplingParams
 from testtime.core.rollout import RetryPolicy, RolloutEngine
 from testtime.models.fake import FakeModel
@@ -173,3 +174,24 @@ def test_a_stop_refusing_one_sample_waits_for_its_siblings_in_flight() -> None:
     with pytest.raises(RunStopped):
         asyncio.run(stopping.sample(PROMPT, 4, SamplingParams(seed=1)))
     assert stopping.ledger.totals.calls == 2  # both calls in flight landed before the stop propagated
+
+
+def test_a_call_cancelled_in_flight_keeps_its_ledger_line(tmp_path: Path) -> None:
+    """A second Ctrl-C or a server's stop past its drain cancels calls already sent: each may have been charged,
+    so each is a ledger line (an error, tokens unknown), never a call that vanished."""
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    engine = RolloutEngine(FakeModel(latency_s=30), model_name="fake:", cache=CompletionCache(None), ledger=ledger)
+
+    async def go() -> None:
+        task = asyncio.create_task(engine.sample([Message(role="user", content="1?")], 3, SamplingParams()))
+        await asyncio.sleep(0.1)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(go())
+    ledger.close()
+    entries = read_entries(tmp_path / "ledger.jsonl")
+    assert len(entries) == 3
+    assert all(e.error and "cancelled in flight" in e.error and not e.tokens_known for e in entries)
+    assert ledger.totals.calls == 3 and ledger.totals.unknown_token_calls == 3

@@ -126,6 +126,51 @@ def test_slow_connections_are_cut_and_others_still_served(tmp_path: Path) -> Non
         assert closed == 50
 
 
+def test_a_slow_body_is_cut_by_the_body_timeout(tmp_path: Path) -> None:
+    with MockChatServer() as upstream, serving(upstream.url, tmp_path, "--body-timeout", "1") as server:
+        where = urlparse(server["url"])
+        slow = socket.create_connection((where.hostname, where.port))
+        head = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        slow.sendall(f"{head}Content-Length: 1000\r\n\r\n".encode() + b'{"model": ')  # the rest never comes
+        started = time.monotonic()
+        slow.settimeout(10)
+        answer = slow.recv(4096)
+        slow.close()
+        assert answer.startswith(b"HTTP/1.1 408") and time.monotonic() - started < 5, answer[:200]
+        assert client(server["url"]).chat.completions.create(model=SPEC, messages=USER).choices
+
+
+def test_past_the_drain_every_client_is_answered_and_every_call_is_in_the_ledger(tmp_path: Path) -> None:
+    """Two requests answered at once, six waiting, an upstream that takes 2 s a call: SIGTERM with a drain of
+    0.5 s. The waiting clients get a 503 at once (they were dropped without one), the calls in flight land
+    (they were cancelled, paid and in no ledger), and the server still stops within its grace."""
+    args = ("--max-requests", "2", "--drain-timeout", "0.5")
+    with MockChatServer(latency_s=2.0) as upstream, serving(upstream.url, tmp_path, *args) as server:
+        body = {"model": f"majority-2/{SPEC}", "messages": USER}
+
+        async def fire() -> list[int]:
+            async with aiohttp.ClientSession() as session:
+
+                async def one() -> int:
+                    async with session.post(server["url"] + "/chat/completions", json=body) as response:
+                        payload = json.loads(await response.text())
+                        assert response.status == 200 or payload["error"]["code"] == "unavailable", payload
+                        return response.status
+
+                requests = [asyncio.create_task(one()) for _ in range(8)]
+                await asyncio.sleep(0.8)
+                server["signalled"] = True
+                server["process"].send_signal(signal.SIGTERM)
+                return list(await asyncio.wait_for(asyncio.gather(*requests), 30))
+
+        statuses = asyncio.run(fire())
+        server["process"].wait(timeout=30)
+        assert sorted(statuses) == [200, 200] + [503] * 6, statuses
+        ledger = [json.loads(line) for line in (server["out"] / "ledger.jsonl").read_text().splitlines()]
+        assert len(ledger) == upstream.requests == 4 and all(e.get("error") is None for e in ledger)
+    assert server["returncode"] == 0, server["stderr"]
+
+
 def test_only_a_bearer_key_is_accepted(tmp_path: Path) -> None:
     env = {"TESTTIME_SERVE_API_KEY": "door-key"}
     with MockChatServer() as upstream, serving(upstream.url, tmp_path, env=env) as server:

@@ -78,6 +78,9 @@ def serve_command(
     idle_timeout: Annotated[float, Opt(help="seconds a kept-alive connection may idle between requests", min=0.1)] = (
         ServeLimits.idle_timeout_s
     ),
+    body_timeout: Annotated[
+        float, Opt(help="seconds a request's body has to arrive after its headers (a slow body is cut: 408)", min=0.1)
+    ] = ServeLimits.body_timeout_s,
     code_requests: Annotated[
         bool | None,
         Opt(
@@ -109,7 +112,7 @@ def serve_command(
     if not 0 <= port <= 65535:
         raise UserError(f"--port must be 0-65535 (0: any free one), not {port}")
     seconds = {"--keepalive": keepalive, "--drain-timeout": drain_timeout, "--max-body-mb": max_body_mb}
-    seconds |= {"--header-timeout": header_timeout, "--idle-timeout": idle_timeout}
+    seconds |= {"--header-timeout": header_timeout, "--idle-timeout": idle_timeout, "--body-timeout": body_timeout}
     for name, value in seconds.items():
         if not math.isfinite(value) or value < 0:
             raise UserError(f"{name} must be a finite number of at least 0, not {value}")
@@ -119,6 +122,7 @@ def serve_command(
         max_body_mb=max_body_mb,
         header_timeout_s=header_timeout,
         idle_timeout_s=idle_timeout,
+        body_timeout_s=body_timeout,
         code_requests=domain == "code" if code_requests is None else code_requests,
     )
     method_options, _ = run_options(method, None, ctx.args, method_opt or [], selector, selector_opt or [])

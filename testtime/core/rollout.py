@@ -310,9 +310,13 @@ class RolloutEngine:
             try:
                 async with self._slots:
                     self._check_budget()
-                    result = await asyncio.wait_for(
-                        self.model.generate(messages, n, params), timeout=policy.call_timeout_s
-                    )
+                    try:
+                        result = await asyncio.wait_for(
+                            self.model.generate(messages, n, params), timeout=policy.call_timeout_s
+                        )
+                    except asyncio.CancelledError:  # sent, perhaps paid: never missing from the ledger
+                        self._cancelled_in_flight(entry, time.perf_counter() - started)
+                        raise
                 if len(result) != n:
                     raise MalformedAnswer(f"{len(result)} samples where {n} were asked for")
                 return result, attempt
@@ -337,6 +341,20 @@ class RolloutEngine:
             except ModelError as exc:
                 return [self._failed(str(exc), "error", started, attempt)] * n, attempt
         raise AssertionError("unreachable: the loop returns on its last attempt")
+
+    def _cancelled_in_flight(self, entry: LedgerEntry, latency: float) -> None:
+        """A call cancelled after it was sent (a second Ctrl-C, a server's stop past its drain): its own ledger
+        line, tokens unknown, since the server may have charged for it."""
+        self.ledger.record(
+            entry.model_copy(
+                update={
+                    "attempts": 1,
+                    "tokens_known": False,
+                    "latency_s": latency,
+                    "error": "cancelled in flight: the run stopped before the answer arrived (tokens unknown)",
+                }
+            )
+        )
 
     def _paid_attempt(self, entry: LedgerEntry, exc: MalformedAnswer, latency: float) -> None:
         """A malformed 200 was still a paid call: its own ledger line, with whatever tokens it reported."""

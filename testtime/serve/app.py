@@ -5,8 +5,10 @@ Every request runs as its own task, so a slow one never blocks others; the share
 calls in flight, `max_requests` the requests being answered (more wait their turn). `stream: true` gets
 server-sent events: keep-alive comments while the method runs (clients and proxies would time out on a silent
 TRT), then the selected answer, the usage and `[DONE]`. A stop (Ctrl-C, SIGTERM) closes the listener, lets
-the requests in flight finish (`drain_s`), then writes the run's summary; a watchdog ends the process if
-the stop has not finished `STOP_GRACE_S` after the drain (an event loop too busy to see the signal).
+the requests in flight finish (`drain_s`), then writes the run's summary. Past the drain every client still
+waiting gets a 503, no new upstream call starts, and calls in flight have `LAND_S` to land in the ledger (a
+call cancelled after that still gets its line, tokens unknown); a watchdog ends the process if the stop has
+not finished `STOP_GRACE_S` after the drain (an event loop too busy to see the signal).
 What a client may ask and how long it may take is bounded (`limits.py`); every error is an OpenAI-shaped JSON
 body, whatever its status.
 """
@@ -27,6 +29,7 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
+from testtime.core.errors import RunStopped
 from testtime.methods import PerProblem
 from testtime.serve.limits import ServeLimits, sweep_connections
 from testtime.serve.protocol import (
@@ -46,6 +49,8 @@ from testtime.serve.session import Answered, ServedRecord, ServedRun
 T = TypeVar("T")
 KEEPALIVE_S = 5.0
 STOP_GRACE_S = 15.0
+LAND_S = 10.0  # after the drain: what calls in flight have to land in the ledger (within STOP_GRACE_S)
+SHUT_DOWN = "the server shut down before this request was answered; send it again"
 ERROR_CODES = {
     401: "invalid_api_key",
     404: "not_found",
@@ -70,6 +75,7 @@ class ServeApp:
         self.model = served.settings.model
         self._slots = asyncio.Semaphore(max_requests)
         self.in_flight: set[asyncio.Task[Answered]] = set()
+        self.answering: set[asyncio.Task[Answered]] = set()  # in flight and past the slots (not waiting)
         self.draining = False
         self.stop_timer: threading.Timer | None = None  # armed by a stop signal; `disarm` once all is written
         self.app = web.Application(client_max_size=self.limits.max_body_bytes, middlewares=[self._errors])
@@ -120,7 +126,9 @@ class ServeApp:
         task = await self._start(parsed, request_id)
         if parsed.stream:
             return await self._stream(request, parsed, request_id, task)
-        answered = await asyncio.shield(task)  # a client that hangs up does not cancel calls already paid for
+        answered = await _outcome(task)  # a client that hangs up does not cancel calls already paid for
+        if answered is None:
+            return _error(SHUT_DOWN, 503, "unavailable")
         if answered.content is None:
             return _failed(answered)
         content, finish = _cut(answered, parsed)
@@ -134,7 +142,10 @@ class ServeApp:
         prompts = await asyncio.to_thread(self._parse, raw, parse_completions)
         request_id = f"cmpl-{uuid.uuid4().hex[:24]}"
         tasks = [await self._start(p, f"{request_id}-{i}") for i, p in enumerate(prompts)]
-        answered = await asyncio.shield(asyncio.gather(*tasks))
+        outcomes = [await _outcome(task) for task in tasks]
+        answered = [a for a in outcomes if a is not None]
+        if len(answered) < len(outcomes):
+            return _error(SHUT_DOWN, 503, "unavailable")
         failed = next((a for a in answered if a.content is None), None)
         if failed is not None:
             return _failed(failed)
@@ -175,6 +186,7 @@ class ServeApp:
         task = asyncio.create_task(self._answer(parsed, method, request_id))
         self.in_flight.add(task)
         task.add_done_callback(self.in_flight.discard)
+        task.add_done_callback(self.answering.discard)
         return task
 
     def _parse(self, raw: bytes, parse: Callable[..., T]) -> T:
@@ -191,6 +203,7 @@ class ServeApp:
 
     async def _answer(self, parsed: ServedRequest, method: PerProblem, request_id: str) -> Answered:
         async with self._slots:
+            self.answering.add(asyncio.current_task())  # type: ignore[arg-type]
             answered = await self.served.answer(parsed, method, request_id)
         if self.log is not None:
             self.log(answered.record)
@@ -206,8 +219,10 @@ class ServeApp:
                 await asyncio.wait({task}, timeout=self.keepalive_s)
                 if not task.done():
                     await response.write(b": keep-alive\n\n")
-            answered = task.result()
-            if answered.content is None:
+            answered = None if task.cancelled() else task.result()
+            if answered is None:
+                await _event(response, error_body(SHUT_DOWN, "unavailable", "server_error"))
+            elif answered.content is None:
                 await _event(response, _failure(answered)[1])
             else:
                 model = parsed.model
@@ -221,6 +236,17 @@ class ServeApp:
         except ConnectionResetError:
             pass  # the client left; the request still finishes and lands in the run directory
         return response
+
+    async def _close(self) -> None:
+        """The drain ran out: requests still waiting for a slot are answered 503 at once; no new upstream call
+        starts, and the calls in flight have `LAND_S` to land in the ledger (their requests answer 503 too); what
+        is still out then is cancelled, each call with a ledger line of its own (tokens unknown)."""
+        for task in self.in_flight - self.answering:
+            task.cancel()
+        self.served.engine.request_stop(RunStopped(SHUT_DOWN))
+        answering = self.in_flight & self.answering
+        if answering:
+            await asyncio.wait(answering, timeout=LAND_S)
 
     # -- running ------------------------------------------------------------------------------------------
 
@@ -253,6 +279,8 @@ class ServeApp:
             await site.stop()  # no new connections; requests in flight go on
             if self.in_flight:
                 await asyncio.wait(set(self.in_flight), timeout=drain_s)
+            if self.in_flight:  # the drain ran out: see `_close`
+                await self._close()
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
@@ -278,6 +306,16 @@ def _watchdog(after_s: float) -> threading.Timer:
     return timer
 
 
+async def _outcome(task: asyncio.Task[Answered]) -> Answered | None:
+    """A request's outcome, waited for without cancelling it if the client leaves; None: the server cancelled it."""
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        if task.cancelled():
+            return None
+        raise
+
+
 def _too_large(limits: ServeLimits) -> str:
     return f"the body is over {limits.max_body_mb:g} MB (--max-body-mb)"
 
@@ -294,7 +332,8 @@ def _error(message: str, status: int, code: str) -> web.Response:
 def _failure(answered: Answered) -> tuple[int, dict[str, Any]]:
     """A request whose method produced no answer: the upstream failed (502) or the budget is spent (503)."""
     stopped = answered.record.status == "stopped"
-    status, code = (503, "budget_exhausted") if stopped else (502, "upstream_error")
+    budget = stopped and SHUT_DOWN not in (answered.record.error or "")
+    status, code = (503, "budget_exhausted" if budget else "unavailable") if stopped else (502, "upstream_error")
     body = error_body(answered.record.error or "no answer", code, "server_error")
     body["testtime"] = answered.info
     return status, body

@@ -23,7 +23,7 @@ class ServeLimits:
     max_body_mb: float = 8.0
     header_timeout_s: float = 10.0  # from connecting to a complete request's headers
     idle_timeout_s: float = 60.0  # a kept-alive connection between requests
-    body_timeout_s: float = 60.0
+    body_timeout_s: float = 30.0  # from the headers to the body's last byte (--body-timeout)
     code_requests: bool = False  # may a request ask for the code domain (programs run in the sandbox)?
 
     @property
