@@ -224,6 +224,28 @@ def test_lines_torn_by_a_kill_are_dropped_before_the_stream_goes_on(tmp_path: Pa
                 path.read_text().splitlines()] == ["a", "c"]  # fmt: skip
 
 
+def test_a_resumed_stdin_stream_names_the_lines_of_its_own_input(tmp_path: Path) -> None:
+    """Lines are counted from 1 in each input (a resumed stream's line 1 was reported as "stdin:4"); a line
+    without an id is still named by its place in the whole stream, so no two lifetimes share an id."""
+    out = tmp_path / "run"
+
+    def stream(*lines: str, resume: bool = False) -> subprocess.CompletedProcess[str]:
+        where = (
+            ["--resume", str(out)] if resume else ["--bench", "-", "--model", "fake:", "--n", "1", "--out", str(out)]
+        )
+        return subprocess.run(
+            [sys.executable, "-m", "testtime.cli", "run", *where, "--quiet"],
+            input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        )  # fmt: skip
+
+    first = stream('{"question": "What is 1 + 1?"}', "", '{"question": "What is 2 + 2?"}', "{bad")
+    assert first.returncode == 0 and "stdin:4: not valid JSON" in first.stderr, first.stderr
+    again = stream("{bad", '{"question": "What is 3 + 3?"}', resume=True)
+    assert again.returncode == 0 and "stdin:1: not valid JSON" in again.stderr, again.stderr
+    ids = [json.loads(line)["id"] for line in (out / "problems.jsonl").read_text().splitlines()]
+    assert len(ids) == len(set(ids)) == 3
+
+
 def test_a_stream_stopped_by_its_budget_resumes_at_the_arrival_it_stopped_on(testtime_cli, tmp_path: Path) -> None:
     out = tmp_path / "run"
     args = ["--stream", "--limit", "6", "--model", "fake:", "--n", "2", "--quiet"]

@@ -46,10 +46,12 @@ class StdinStream(Dataset):
     def load(self) -> tuple[list[Problem], SealedReferences]:
         return [], SealedReferences([])
 
-    def parse(self, line: str, number: int) -> tuple[Problem, Reference]:
-        """One line as a problem and its reference; a `UserError` naming the line when it is not one."""
+    def parse(self, line: str, number: int, place: int | None = None) -> tuple[Problem, Reference]:
+        """Line `number` of this standard input as a problem and its reference; a `UserError` naming the line when
+        it is not one. A line without an id is named by its `place` in the whole stream (default: its number),
+        which a resumed stream continues while its lines are counted from 1 again."""
         self.where = f"stdin:{number}"
         row = line_row(line, self.where, number)
         self.rows, self.columns = [row], list(row)
         self.mapping = self._map()
-        return self._problem(self._id(row, number), row)
+        return self._problem(self._id(row, number if place is None else place), row)

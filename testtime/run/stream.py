@@ -207,15 +207,18 @@ class StreamSource(Source):
                 if problem.id not in seen:
                     yield problem, run.parts.references[problem.id]
             return
-        number = len(seen) + self.files.rejected_count()  # lines without an id are named by their place
+        # messages name the line of this input; a line without an id is named by its place in the whole stream,
+        # which a resumed stream continues (ids stay distinct across lifetimes)
+        number, place = 0, len(seen) + self.files.rejected_count()
         if sys.stdin.isatty():
             self.warn("reading problems from standard input: one JSON object a line; end with Ctrl-D")
         async for raw in _stdin_lines(sys.stdin.buffer):
+            number += 1
             if not raw.strip():
                 continue
-            number += 1
+            place += 1
             try:
-                problem, reference = benchmark.parse(utf8_line(raw, f"stdin:{number}"), number)
+                problem, reference = benchmark.parse(utf8_line(raw, f"stdin:{number}"), number, place)
                 if problem.id in seen:
                     raise UserError(f"stdin:{number}: id '{problem.id}' arrived before (answered once, not again)")
             except UserError as exc:
