@@ -87,3 +87,25 @@ def test_bad_input_is_a_user_error_naming_the_setting(tmp_path: Path) -> None:
         (tmp_path / "d").mkdir()
         testtime.open_run(tmp_path / "d")
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+@pytest.mark.parametrize(
+    ("call", "words"),
+    [
+        (lambda out: testtime.run_method("majority", model="fake:echo", out=123), "out takes a folder's path"),
+        (lambda out: testtime.run_method(model="fake:echo", bench_options="x", out=out), "bench_options takes a dict"),
+        (
+            lambda out: testtime.run_method(model="fake:echo", method_options=[1], out=out),
+            "method_options takes a dict",
+        ),
+        (lambda out: testtime.run_method(model="fake:echo", temperature=float("inf"), out=out), "finite"),
+        (lambda out: testtime.resume(7), "path takes a folder's path"),
+        (lambda out: testtime.equivalent(1, 2), "compares answers as text"),
+        (lambda out: testtime.extract_answer(None), "reads a completion's text"),
+    ],
+)
+def test_a_wrong_argument_is_the_librarys_one_line_error(tmp_path: Path, call: object, words: str) -> None:
+    """The API's mistakes are `UserError`s as the CLI's are (a TypeError, ValueError or AttributeError before)."""
+    with pytest.raises(testtime.UserError, match=words):
+        call(tmp_path / "run")  # type: ignore[operator]
+    assert not (tmp_path / "run").exists()

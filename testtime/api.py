@@ -13,6 +13,7 @@ The function is `run_method`, not `run`: `testtime.run` is the (private) package
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -131,6 +132,10 @@ def run_method(
     from testtime.methods import SelectorChoice
     from testtime.run import lifecycle
 
+    given = {"method_options": method_options, "bench_options": bench_options, "selector_options": selector_options}
+    for name, value in given.items():
+        if value is not None and not isinstance(value, Mapping):
+            raise UserError(f"{name} takes a dict of option names to values, not {type(value).__name__}")
     options = dict(method_options or {})
     if selector is not None or selector_options:
         if not issubclass(METHODS.get(method).Options, SelectorChoice):  # type: ignore[attr-defined]
@@ -143,7 +148,7 @@ def run_method(
         method=method, bench=bench, model=model, method_options=options, bench_options=dict(bench_options or {}),
         **settings,
     )  # fmt: skip
-    opened = lifecycle.create(run_settings, Path(out) if out is not None else None)
+    opened = lifecycle.create(run_settings, _path("out", out) if out is not None else None)
     return _finish(opened, observer)
 
 
@@ -153,7 +158,7 @@ def resume(
     """Continue a killed or stopped run; `changes` are `ResumeChanges` (budgets, api_base, timeout, concurrency)."""
     from testtime.run import lifecycle
 
-    opened = lifecycle.resume(Path(path), _validated(ResumeChanges, changes))
+    opened = lifecycle.resume(_path("path", path), _validated(ResumeChanges, changes))
     return _finish(opened, observer, retry_errors=retry_errors)
 
 
@@ -161,14 +166,14 @@ def replay(path: str | Path) -> RunResult:
     """Re-score a run from its cache into a new run beside it, making no model call."""
     from testtime.run import lifecycle
 
-    return _finish(lifecycle.replay(Path(path)), None)
+    return _finish(lifecycle.replay(_path("path", path)), None)
 
 
 def open_run(path: str | Path) -> RunResult:
     """A finished (or stopped) run directory, read without writing to it."""
     from testtime.run.directory import RunDir
 
-    directory = RunDir.open_existing(Path(path))
+    directory = RunDir.open_existing(_path("path", path))
     summary = directory.read_summary()
     if summary is None:
         raise UserError(f"{path} has no summary yet: it is unfinished (resume it) or still running")
@@ -203,6 +208,12 @@ def _default_ray_address() -> str:
     import os
 
     return "auto" if os.environ.get("RAY_ADDRESS") else "local"
+
+
+def _path(name: str, value: object) -> Path:
+    if not isinstance(value, (str, Path)):
+        raise UserError(f"{name} takes a folder's path (str or Path), not {type(value).__name__}")
+    return Path(value)
 
 
 def _settings(**given: Any) -> RunSettings:

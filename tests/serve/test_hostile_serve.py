@@ -171,6 +171,23 @@ def test_past_the_drain_every_client_is_answered_and_every_call_is_in_the_ledger
     assert server["returncode"] == 0, server["stderr"]
 
 
+def test_a_lone_surrogate_in_a_request_or_a_reply_is_answered(tmp_path: Path) -> None:
+    """A JSON `\\ud800` escape decodes to a character UTF-8 cannot encode: it was a 500 after 24 upstream attempts."""
+    with (
+        MockChatServer(reply=lambda messages: "It is \ud800 \\boxed{3}.") as upstream,
+        serving(upstream.url, tmp_path) as server,
+    ):
+        body = (
+            b'{"model": "majority-2/'
+            + SPEC.encode()
+            + b'", "messages": [{"role": "user", "content": "Say 3 \\ud800"}]}'
+        )
+        status, answer = _post(server["url"] + "/chat/completions", body)
+        assert status == 200, answer
+        assert answer["choices"][0]["message"]["content"] == "It is \ufffd \\boxed{3}."
+        assert upstream.requests == 2 and "\ufffd" in upstream.bodies[0]["messages"][-1]["content"]
+
+
 def test_only_a_bearer_key_is_accepted(tmp_path: Path) -> None:
     env = {"TESTTIME_SERVE_API_KEY": "door-key"}
     with MockChatServer() as upstream, serving(upstream.url, tmp_path, env=env) as server:

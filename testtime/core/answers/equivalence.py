@@ -15,8 +15,9 @@ import sys
 import threading
 from functools import lru_cache
 
-from testtime.core.answers.normalize import number_key, normalize, split_top_level
+from testtime.core.answers.normalize import normalize, number_key, split_top_level
 from testtime.core.answers.numeric import numerically_equal
+from testtime.core.errors import UserError
 
 _WORD = re.compile(r"[a-z]{2,}")
 SYMBOLIC_TIMEOUT_S = 5.0
@@ -60,6 +61,8 @@ def equivalent(a: str | None, b: str | None) -> bool:
     """Symmetric equivalence of two extracted answers. None (no answer) equals nothing, itself included."""
     if a is None or b is None:
         return False
+    if not (isinstance(a, str) and isinstance(b, str)):  # the public API's one-line error, not an AttributeError
+        raise UserError(f"equivalent compares answers as text (or None), not {type(a).__name__} and {type(b).__name__}")
     ka, kb = answer_key(a), answer_key(b)
     if ka == kb:
         return True

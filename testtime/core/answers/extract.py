@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 
+from testtime.core.errors import UserError
+
 _BOX = re.compile(r"\\(?:boxed|fbox)")
 
 
@@ -57,6 +59,8 @@ def last_boxed(text: str) -> str | None:
 
 def extract_answer(text: str) -> str | None:
     """The last well-formed `\\boxed{}` (or `\\fbox{}`) after any reasoning trace; None when there is none."""
+    if not isinstance(text, str):  # the public API's one-line error, not an AttributeError
+        raise UserError(f"extract_answer reads a completion's text, not {type(text).__name__}")
     final = strip_reasoning(text)
     if final is None:
         return None
