@@ -51,26 +51,26 @@ def test_a_forged_prediction_is_refused(testtime_cli: Cli, tmp_path: Path, shard
     refused(testtime_cli, tmp_path, shards, "prediction is not the selected candidate's answer")
 
 
-def test_a_candidate_answer_edited_to_match_is_refused(
-    testtime_cli: Cli, tmp_path: Path, shards: tuple[Path, Path]
+def forge_answer(row: dict[str, Any]) -> None:
+    """The prediction, the selection and the chosen candidate's answer agree on 9; its text still says 1."""
+    row["prediction"] = row["selection"]["answer"] = row["candidates"][row["selection"]["index"]]["answer"] = "9"
+
+
+def forge_text(row: dict[str, Any]) -> None:
+    """As `forge_answer`, and the chosen candidate's text rewritten to say 9 too."""
+    forge_answer(row)
+    row["candidates"][row["selection"]["index"]]["text"] = "It is \\boxed{9}."
+
+
+@pytest.mark.parametrize(
+    ("forge", "words"),
+    [(forge_answer, "answer is not the one its text gives"), (forge_text, "text is not its model call's in the cache")],
+)
+def test_a_candidate_edited_to_match_a_forged_prediction_is_refused(
+    testtime_cli: Cli, tmp_path: Path, shards: tuple[Path, Path], forge: Callable[[dict[str, Any]], None], words: str
 ) -> None:
-    def forge(row: dict[str, Any]) -> None:
-        row["prediction"] = row["selection"]["answer"] = row["candidates"][row["selection"]["index"]]["answer"] = "9"
-
     edit_jsonl(shards[0] / "results.jsonl", forge)
-    refused(testtime_cli, tmp_path, shards, "answer is not the one its text gives")
-
-
-def test_a_candidate_text_edited_to_match_is_refused(
-    testtime_cli: Cli, tmp_path: Path, shards: tuple[Path, Path]
-) -> None:
-    def forge(row: dict[str, Any]) -> None:
-        chosen = row["candidates"][row["selection"]["index"]]
-        chosen["text"], chosen["answer"] = "It is \\boxed{9}.", "9"
-        row["prediction"] = row["selection"]["answer"] = "9"
-
-    edit_jsonl(shards[0] / "results.jsonl", forge)
-    refused(testtime_cli, tmp_path, shards, "text is not its model call's in the cache")
+    refused(testtime_cli, tmp_path, shards, words)
 
 
 def test_a_minority_answer_passed_off_as_the_vote_is_refused(

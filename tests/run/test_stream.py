@@ -3,6 +3,7 @@ learned from it; shared memory with provenance; standard input with bad lines; k
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -200,17 +201,19 @@ def test_stream_options_out_of_place_are_one_line_errors(testtime_cli, tmp_path:
         assert "Traceback" not in done.stderr and not (tmp_path / "x").exists()
 
 
+def stdin_stream(out: Path, *lines: str, resume: bool = False) -> subprocess.CompletedProcess[str]:
+    """`testtime run --bench -` (or `--resume OUT`) with `lines` on standard input, in a process of its own."""
+    where = ["--resume", str(out)] if resume else ["--bench", "-", "--model", "fake:", "--n", "1", "--out", str(out)]
+    return subprocess.run(
+        [sys.executable, "-m", "testtime.cli", "run", *where, "--quiet"],
+        input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=120, cwd=out.parent,
+    )  # fmt: skip
+
+
 def test_lines_torn_by_a_kill_are_dropped_before_the_stream_goes_on(tmp_path: Path) -> None:
     out = tmp_path / "run"
 
-    def stream(*lines: str, resume: bool = False) -> subprocess.CompletedProcess[str]:
-        where = (
-            ["--resume", str(out)] if resume else ["--bench", "-", "--model", "fake:", "--n", "1", "--out", str(out)]
-        )
-        return subprocess.run(
-            [sys.executable, "-m", "testtime.cli", "run", *where, "--quiet"],
-            input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=120, cwd=tmp_path,
-        )  # fmt: skip
+    stream = functools.partial(stdin_stream, out)
 
     assert stream('{"id": "a", "question": "What is 1 + 1?", "answer": "1"}').returncode == 0
     for torn in (out / "problems.jsonl", out / "stream" / "labels.jsonl"):
@@ -229,14 +232,7 @@ def test_a_resumed_stdin_stream_names_the_lines_of_its_own_input(tmp_path: Path)
     without an id is still named by its place in the whole stream, so no two lifetimes share an id."""
     out = tmp_path / "run"
 
-    def stream(*lines: str, resume: bool = False) -> subprocess.CompletedProcess[str]:
-        where = (
-            ["--resume", str(out)] if resume else ["--bench", "-", "--model", "fake:", "--n", "1", "--out", str(out)]
-        )
-        return subprocess.run(
-            [sys.executable, "-m", "testtime.cli", "run", *where, "--quiet"],
-            input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=120, cwd=tmp_path,
-        )  # fmt: skip
+    stream = functools.partial(stdin_stream, out)
 
     first = stream('{"question": "What is 1 + 1?"}', "", '{"question": "What is 2 + 2?"}', "{bad")
     assert first.returncode == 0 and "stdin:4: not valid JSON" in first.stderr, first.stderr

@@ -50,10 +50,11 @@ def root(
     """Make a language model better at a set of problems at test time, without labels."""
 
 
-def _register(args: list[str]) -> None:
+def _register(args: list[str] | None = None) -> None:
     """The commands, registered once a process; the help of `run` and `serve` lists every method's flags, which
-    loads the plugins, so it is made only when that command is the one asked for (`--help` loads none)."""
-    command = next((a for a in args if not a.startswith("-")), None)
+    loads the plugins, so it is made only when that command is the one `args` ask for (`--help` loads none;
+    None: every help, as the docs' CLI reference shows it)."""
+    command = None if args is None else next((a for a in args if not a.startswith("-")), "")
     if not app.registered_commands:  # main() may be called twice in one process (tests, the API)
         _add_commands()
     from testtime.cli.run import run_help
@@ -61,9 +62,9 @@ def _register(args: list[str]) -> None:
 
     for info in app.registered_commands:
         if info.name == "run":
-            info.epilog = run_help() if command == "run" else None
+            info.epilog = run_help() if command in (None, "run") else None
         elif info.name == "serve":
-            info.epilog = serve_help() if command == "serve" else None
+            info.epilog = serve_help() if command in (None, "serve") else None
 
 
 def _add_commands() -> None:
