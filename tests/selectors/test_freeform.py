@@ -146,7 +146,7 @@ def test_a_judgement_naming_a_5000_digit_response_falls_back() -> None:
 
 
 def test_huge_replies_are_capped_and_the_cut_recorded() -> None:
-    replies = [f"reply {i} " + "word " * 460_000 for i in range(8)]  # 2.3 MB each
+    replies = [f"reply {i} " + "word " * 60_000 for i in range(8)]  # 300 KB each: 2.4 MB in all, 20× the cap
     selection, _, [prompt] = run("usc", "nothing", replies=replies)
     assert len(prompt) <= PROMPT_CHARS
     assert isinstance(selection.evidence, ConsistencyEvidence) and selection.evidence.truncated == 8
