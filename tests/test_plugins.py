@@ -281,3 +281,23 @@ def test_an_installed_packages_entry_points_register_by_name(tmp_path: Path, tes
     )  # fmt: skip
     assert ran.returncode == 0, ran.stderr
     assert json.loads((out / "summary.json").read_text())["method"] == "late-single"
+
+
+def test_the_plugin_bound_keeps_the_hosts_own_alarm(tmp_path: Path, monkeypatch) -> None:
+    """Loading plugins from a program that has an alarm of its own (pytest-timeout, math-verify's timeouts) leaves
+    that alarm pending, not cancelled."""
+    import signal
+
+    from testtime.core import plugins
+
+    monkeypatch.setenv(plugins.ENV, str(_plugin(tmp_path, "X = 1\n", "quick.py")))
+    monkeypatch.setattr(plugins, "_state", plugins._State())
+    previous = signal.signal(signal.SIGALRM, lambda *_: None)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 50)
+        plugins.load_plugins()
+        pending, _ = signal.getitimer(signal.ITIMER_REAL)
+        assert 40 < pending <= 50 and plugins.loaded_plugins() == [str(tmp_path / "quick.py")]
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
