@@ -130,7 +130,7 @@ class ServeApp:
         if answered is None:
             return _error(SHUT_DOWN, 503, "unavailable")
         if answered.content is None:
-            return _failed(answered)
+            return _failed(answered, self.shutting_down)
         content, finish = _cut(answered, parsed)
         return web.json_response(
             completion_body(request_id, parsed.model, content, finish, answered.usage, answered.info)
@@ -148,7 +148,7 @@ class ServeApp:
             return _error(SHUT_DOWN, 503, "unavailable")
         failed = next((a for a in answered if a.content is None), None)
         if failed is not None:
-            return _failed(failed)
+            return _failed(failed, self.shutting_down)
         usage = {key: sum(a.usage[key] for a in answered) for key in answered[0].usage}
         texts = [_cut(a, p) for a, p in zip(answered, prompts, strict=True)]
         body = text_completion_body(request_id, prompts[0].model, texts, usage, [a.info for a in answered])
@@ -223,7 +223,7 @@ class ServeApp:
             if answered is None:
                 await _event(response, error_body(SHUT_DOWN, "unavailable", "server_error"))
             elif answered.content is None:
-                await _event(response, _failure(answered)[1])
+                await _event(response, _failure(answered, self.shutting_down)[1])
             else:
                 model = parsed.model
                 content, finish = _cut(answered, parsed)
@@ -236,6 +236,11 @@ class ServeApp:
         except ConnectionResetError:
             pass  # the client left; the request still finishes and lands in the run directory
         return response
+
+    @property
+    def shutting_down(self) -> bool:
+        """Past the drain: the engine was stopped by `_close` (a spent budget stops calls without it)."""
+        return self.served.engine.stop is not None
 
     async def _close(self) -> None:
         """The drain ran out: requests still waiting for a slot are answered 503 at once; no new upstream call
@@ -329,20 +334,21 @@ def _error(message: str, status: int, code: str) -> web.Response:
     return web.json_response(error_body(message, code, kind), status=status)
 
 
-def _failure(answered: Answered) -> tuple[int, dict[str, Any]]:
-    """A request whose method produced no answer: the upstream failed (502) or the budget is spent (503)."""
+def _failure(answered: Answered, shutting_down: bool) -> tuple[int, dict[str, Any]]:
+    """A request whose method produced no answer: the upstream failed (502), or it was stopped (503) by the spent
+    budget or by the server's shutdown."""
     stopped = answered.record.status == "stopped"
-    budget = stopped and SHUT_DOWN not in (answered.record.error or "")
-    status, code = (503, "budget_exhausted" if budget else "unavailable") if stopped else (502, "upstream_error")
+    stop_code = "unavailable" if shutting_down else "budget_exhausted"
+    status, code = (503, stop_code) if stopped else (502, "upstream_error")
     body = error_body(answered.record.error or "no answer", code, "server_error")
     body["testtime"] = answered.info
     return status, body
 
 
-def _failed(answered: Answered) -> web.Response:
+def _failed(answered: Answered, shutting_down: bool) -> web.Response:
     """`x-should-retry: false`: the openai SDK obeys it over its own rule (retry 408, 409, 429 and every 5xx,
     twice): a retry would run the whole method again, at its whole cost, into the same failure."""
-    status, body = _failure(answered)
+    status, body = _failure(answered, shutting_down)
     return web.json_response(body, status=status, headers={"x-should-retry": "false"})
 
 
