@@ -117,7 +117,9 @@ def _ci(metric: Interval | None) -> str:
     return f"{metric.mean:.3f}  [{metric.ci_low:.3f}, {metric.ci_high:.3f}]"
 
 
-def summary_table(summary: RunSummary, title: str) -> Table:
+def summary_table(summary: RunSummary, title: str, sampled_as: str = "") -> Table:
+    """`sampled_as`: the solver's sampling flags (`--temperature 0.6 --max-tokens 32`), so a baseline hint is a
+    command `testtime report` compares with (it matches only runs sampled alike)."""
     table = Table(title=title, show_header=False)
     table.add_column("metric", style="bold")
     table.add_column("value")
@@ -147,10 +149,10 @@ def summary_table(summary: RunSummary, title: str) -> Table:
         if summary.same_budget_majority_n:
             table.add_row(  # the field's name predates the two baselines: it matches rollouts, not tokens
                 "majority at the same solver rollouts",
-                f"--method majority --n {summary.same_budget_majority_n} (tokens: `testtime report`)",
+                f"--method majority --n {summary.same_budget_majority_n}{sampled_as} (tokens: `testtime report`)",
             )
     if summary.ttrl is not None:
-        _ttrl_rows(table, summary.ttrl)
+        _ttrl_rows(table, summary.ttrl, sampled_as)
     if summary.prequential is not None:
         _stream_rows(table, summary.prequential)
     if summary.label_free is not None:
@@ -229,7 +231,7 @@ def _label_free_rows(table: Table, free: LabelFreeSummary) -> None:
         )
 
 
-def _ttrl_rows(table: Table, ttrl: TTRLSummary) -> None:
+def _ttrl_rows(table: Table, ttrl: TTRLSummary, sampled_as: str) -> None:
     """Before beside after (TTRL): the accuracy rows above are the trained model's."""
     table.add_row("ttrl: pass@1 before training", _ci(ttrl.pass_at_1_before))
     table.add_row("ttrl: pass@1 after training", _ci(ttrl.pass_at_1_after))
@@ -248,7 +250,7 @@ def _ttrl_rows(table: Table, ttrl: TTRLSummary) -> None:
             table.add_row(
                 f"ttrl: base maj@{same.k} at the same tokens", f"{same.accuracy:.3f}{capped if same.capped else ''}"
             )
-            table.add_row("same-tokens baseline", f"--method majority --n {compute.same_tokens_k}")
+            table.add_row("same-tokens baseline", f"--method majority --n {compute.same_tokens_k}{sampled_as}")
     per_step = ttrl.per_step
     if per_step.step:
         table.add_row("ttrl audit: label accuracy (mean)", f"{mean(per_step.label_correct):.3f}")

@@ -189,7 +189,8 @@ def _show_outcome(summary: RunSummary, path: Path, summary_path: Path) -> None:
     """The results table, its warnings, how to continue a stopped run, and where to look next."""
     from testtime.cli.display import command, console, print_warnings, results_console, summary_table
 
-    results_console.print(summary_table(summary, f"{summary.method} on {summary.bench} · {summary.model}"))
+    title = f"{summary.method} on {summary.bench} · {summary.model}"
+    results_console.print(summary_table(summary, title, solver_sampling_flags(path)))
     print_warnings(summary)
     if summary.stopped:
         console.print(
@@ -203,6 +204,19 @@ def _show_outcome(summary: RunSummary, path: Path, summary_path: Path) -> None:
         f"      {command()} report {path} [OTHER RUNS...]   (runs side by side at matched compute)",
         soft_wrap=True,
     )
+
+
+def solver_sampling_flags(path: Path) -> str:
+    """The flags that sample a majority baseline as this run's solver sampled (` --temperature 0.6 --max-tokens
+    32`): `testtime report` compares a run only with a majority run sampled alike."""
+    from testtime.run.directory import RunDir
+
+    effective = RunDir(path).read_manifest().effective
+    solve = effective.sampling.get("solve") if effective else None
+    if solve is None:
+        return ""
+    flags = f" --temperature {solve.temperature:g}" + (f" --top-p {solve.top_p:g}" if solve.top_p != 1 else "")
+    return flags + f" --max-tokens {solve.max_tokens}"
 
 
 def cluster_cpus(address: str) -> int:
