@@ -32,7 +32,9 @@ def test_every_script_takes_smoke() -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("name", SCRIPTS)
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=pytest.mark.extras) if NEEDS.get(n) == "vllm" else n for n in SCRIPTS]
+)
 def test_script_runs_at_its_smoke_size(name: str, shared_data: Path, request: pytest.FixtureRequest) -> None:
     need = NEEDS.get(name)
     if need in ("torch", "trl"):

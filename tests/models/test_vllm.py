@@ -18,7 +18,7 @@ from testtime.core.ledger import read_entries
 from testtime.models.hf import embedded_model_dir
 from testtime.models.vllm_server import VLLMServer, vllm_python
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.extras]
 ARITH = "--bench arith --bench-opt digits=2 --quiet".split()
 MAJORITY_VLLM = "--method majority --limit 2 --n 4 --model vllm:smollm2-135m".split()
 

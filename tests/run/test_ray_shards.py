@@ -79,6 +79,7 @@ def assert_equal_to_unsharded(run: Path, unsharded: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.extras
 def test_a_worker_killed_mid_run_is_retried_and_the_merge_equals_the_unsharded_run(
     cluster: object, unsharded: Path, tmp_path: Path
 ) -> None:
@@ -97,6 +98,7 @@ def test_a_worker_killed_mid_run_is_retried_and_the_merge_equals_the_unsharded_r
 
 
 @pytest.mark.slow
+@pytest.mark.extras
 def test_a_killed_driver_resumes_only_the_unfinished_shards(cluster: object, unsharded: Path, tmp_path: Path) -> None:
     out = tmp_path / "ray"
     address = cluster.address  # type: ignore[attr-defined]
@@ -134,6 +136,7 @@ def test_shards_without_ray_and_ray_with_a_shard_are_refused(testtime_cli: Calla
     assert both.returncode != 0 and "leave out --shard" in both.stderr
 
 
+@pytest.mark.extras
 def test_a_local_ray_instance_does_not_outlive_its_killed_driver() -> None:
     """`--ray local` starts Ray's head in the driver; after a kill -9 of the driver its dashboard and runtime-env
     agents used to live on, re-parented to init. Every process the driver started is gone now."""

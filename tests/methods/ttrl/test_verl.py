@@ -14,6 +14,7 @@ from testtime.methods.ttrl.vote import VotePolicy
 from testtime.run.directory import RunDir
 from testtime.selectors import SelectionContext, build_selector
 
+pytestmark = pytest.mark.extras
 verl = pytest.importorskip("verl")  # installed in CI through the `verl` extra
 torch = pytest.importorskip("torch")
 from verl import DataProto  # noqa: E402

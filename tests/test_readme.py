@@ -1,6 +1,7 @@
-"""The README's step 3 compares what it says it compares: its three commands, run as written (a fake model
-substituted for the embedded one), give a report whose majority cells at matched rollouts and at matched tokens
-are both filled; and the hint a TRT run prints is itself a command whose majority run the report accepts."""
+"""The README holds for a new user. Its step 3 compares what it says it compares: its three commands, run as
+written (a fake model substituted for the embedded one), give a report whose majority cells at matched rollouts
+and at matched tokens are both filled; the hint a TRT run prints is itself a command whose majority run the
+report accepts; and the site's Getting started repeats its first hour word for word."""
 
 from __future__ import annotations
 
@@ -56,3 +57,14 @@ def test_the_trt_tables_majority_hint_is_a_command_the_report_accepts(
     ran = testtime_cli("report", "trt", "maj", "--json", cwd=tmp_path)
     rollouts, _ = _matched_cells(json.loads(ran.stdout), "trt")
     assert rollouts["none"] is None and rollouts["k"] == int(hint[1].split()[3]), rollouts
+
+
+def test_the_first_hour_reads_the_same_in_the_readme_and_on_the_site() -> None:
+    """Getting started repeats the README's first hour (the site's links are relative to docs/): one text."""
+
+    def first_hour(text: str) -> str:
+        start = text.index("## Your first hour")
+        return text[start : text.index("\n## ", start + 1)]
+
+    readme = first_hour((REPO / "README.md").read_text(encoding="utf-8")).replace("](docs/", "](")
+    assert readme == first_hour((REPO / "docs" / "getting-started.md").read_text(encoding="utf-8"))
