@@ -191,7 +191,7 @@ def test_the_label_channel_opens_only_for_a_method_that_asks() -> None:
     from testtime.run.settings import RunSettings
 
     load_methods()
-    for name in METHODS.names():
+    for name in METHODS.builtin_names():
         model = "hf:smollm2-135m" if name == "ttrl" else "fake:"
         parts = build_parts(RunSettings(method=name, bench="arith", model=model, limit=2))
         assert not parts.method.uses_labels() and label_oracle(parts) is None, name

@@ -87,8 +87,10 @@ def test_a_plugin_file_adds_every_kind_of_extension_to_list(testtime_process) ->
     result = testtime_process("--plugin", str(_plugin(short)), "list")
     assert result.returncode == 0, result.stderr
     listed = result.stdout
-    for kind, name in [("method", "shout"), ("selector", "last"), ("benchmark", "sevens"), ("model provider", "seven")]:
-        assert any(kind in line and f" {name} " in line for line in listed.splitlines()), (kind, name)
+    kinds = [("method", "shout"), ("selector", "last"), ("benchmark", "sevens"), ("model provider", "seven")]
+    for kind, name in [*kinds, ("ttrl reward", "always_one")]:
+        row = next((line for line in listed.splitlines() if kind in line and f" {name} " in line), "")
+        assert row and "(plugin" in row, (kind, name)
     assert "plugin" in listed and "extras.py" in listed
     assert "warning" not in result.stderr
 
@@ -206,8 +208,8 @@ def test_a_plugin_reusing_a_builtin_name_fails_alone(tmp_path: Path, testtime_pr
     assert summary["method"] == "majority" and summary["problems"] == 2 and summary["error_rate"] == 0
 
 
-def test_a_builtin_that_loads_after_a_plugin_took_its_name_takes_it_back(tmp_path: Path, testtime_process) -> None:
-    # plugins load after the first package's built-ins (methods); a benchmark's name may be free for a moment
+def test_a_plugin_cannot_squat_a_builtins_name_before_the_builtin_loads(tmp_path: Path, testtime_process) -> None:
+    # the plugin loads before anything read the benchmarks: its registration loads the built-ins first
     squatter = textwrap.dedent(
         """
         from testtime.api import BENCHMARKS, Benchmark
@@ -219,7 +221,7 @@ def test_a_builtin_that_loads_after_a_plugin_took_its_name_takes_it_back(tmp_pat
     )
     out = tmp_path / "run"
     result = _arith_with(testtime_process, _plugin(tmp_path, squatter, "squat.py"), out)
-    assert "squat.py's benchmark 'arith' is a built-in's name: ignored" in result.stderr
+    assert "squat.py failed to load: ValueError: benchmark 'arith' registered twice" in result.stderr
     assert json.loads((out / "config.json").read_text())["benchmark"]["digits"] == 2  # the built-in arith
 
 
@@ -301,3 +303,89 @@ def test_the_plugin_bound_keeps_the_hosts_own_alarm(tmp_path: Path, monkeypatch)
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def test_import_alone_lists_the_builtins_and_a_plugin_may_use_one_while_it_loads(tmp_path: Path) -> None:
+    """`import testtime`, nothing else: every registry lists its built-ins; a plugin that builds a built-in
+    selector as it loads gets it, and leaves no run folder behind."""
+    import subprocess
+    import sys
+
+    uses = "from testtime.api import SELECTORS\nMAJORITY = SELECTORS.create('majority')\n"
+    plugin = _plugin(tmp_path, uses, "uses.py")
+    script = textwrap.dedent(
+        f"""
+        import testtime
+        print(testtime.SELECTORS.names(), testtime.METHODS.names(), testtime.BENCHMARKS.names())
+        testtime.use_plugin_files([{str(plugin)!r}])
+        testtime.load_plugins()
+        import sys
+        print(sys.modules[[m for m in sys.modules if m.startswith("testtime_plugin_uses")][0]].MAJORITY.name)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert done.returncode == 0 and "warning" not in done.stderr, done.stderr
+    listed, made = done.stdout.splitlines()
+    assert "'majority'" in listed and "'trt'" in listed and "'arith'" in listed and made == "majority"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["uses.py"]
+
+
+def test_an_installed_plugin_does_not_break_the_projects_own_contract_tests(tmp_path: Path) -> None:
+    """The selector contract tests check the built-ins: a plugin selector they know nothing of (present for
+    every process, as an installed package's would be) leaves them green."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TESTTIME_PLUGINS": str(_plugin(tmp_path))}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/selectors/test_contract.py", "-x"],
+        capture_output=True, text=True, env=env, cwd=Path(__file__).resolve().parents[1], timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert " passed" in done.stdout
+
+
+def test_the_plugin_pages_selector_and_reward_do_what_the_page_says(tmp_path: Path, testtime_process) -> None:
+    """docs/plugins.md's terse.py, as written there: the selector picks the shortest answer and a run records it;
+    the reward pays agreement, halved past 200 characters, under a TRL name of its own."""
+    import re
+    import subprocess
+    import sys
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "plugins.md").read_text()
+    source = re.search(r'```python title="terse.py"\n(.*?)```', page, re.S)
+    assert source, "docs/plugins.md lost terse.py"
+    plugin = _plugin(tmp_path, source[1], "terse.py")
+    out = tmp_path / "run"
+    replies = tmp_path / "replies.json"
+    replies.write_text(json.dumps(["\\boxed{123}", "\\boxed{7}", "\\boxed{45}"]))
+    result = testtime_process(
+        "run", "--plugin", str(plugin), "--method", "majority", "--selector", "shortest", "--n", "3", "--bench",
+        "arith", "--limit", "2", "--model", f"fake:file:{replies}", "--out", str(out), "--quiet",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert [r["prediction"] for r in records] == ["7", "7"]
+    script = (
+        f"from testtime.api import use_plugin_files\nuse_plugin_files([{str(plugin)!r}])\n"
+        "from testtime.rewards import reward_function\nr = reward_function('terse')\n"
+        "long = 'x' * 300 + ' \\\\boxed{4}'\n"
+        "print(r.__name__, r(completions=['\\\\boxed{4}', long, '\\\\boxed{5}'], prompts=['q'] * 3))"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split(" ", 1) == ["testtime_terse", "[1.0, 0.5, 0.0]\n"]
+
+
+def test_each_reward_function_has_its_own_name_in_trl() -> None:
+    from testtime.rewards import majority_reward, reward_function
+
+    names = [
+        majority_reward.__name__,
+        reward_function("majority", domain="text").__name__,
+        reward_function("majority", selector="exclusivity").__name__,
+        reward_function("majority", seed=3).__name__,
+        reward_function("random", random_p=0.25).__name__,
+    ]
+    assert names[0] == "testtime_majority" and len(set(names)) == len(names), names

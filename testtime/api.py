@@ -30,6 +30,7 @@ from testtime.core.plugins import load_plugins, use_plugin_files
 from testtime.core.programs import extract_program
 from testtime.core.records import Candidate, Completion, Message, Problem, Reference, SamplingParams
 from testtime.core.results import ProblemResult, ResultRecord, Selection
+from testtime.core.selection import CandidateScore
 from testtime.evaluation.labelfree import Prediction
 from testtime.evaluation.summary import RunSummary
 from testtime.experiments.runs import load_runs
@@ -50,6 +51,7 @@ __all__ = [
     "SELECTORS",
     "Benchmark",
     "Candidate",
+    "CandidateScore",
     "Completion",
     "Grade",
     "LanguageModel",

@@ -70,7 +70,10 @@ class GroupReward:
         self.selector = build_selector(selector or DEFAULTS[domain], selector_options)
         self.reward = TrainedReward(name, random_p, seed)
         self.rng = random.Random(f"trl-vote-{seed}")
-        self.__name__ = f"testtime_{name}"  # TRL logs each reward function under its __name__
+        # TRL logs each reward function under its __name__: one per distinct reward, its settings in the name
+        chosen = [domain if domain != "math" else "", selector or "", f"seed{seed}" if seed else ""]
+        chosen.append(f"p{random_p:g}" if random_p is not None else "")
+        self.__name__ = "_".join(["testtime", name, *filter(None, chosen)])
 
     def __call__(self, completions: Sequence[Any], prompts: Sequence[Any] | None = None, **_: Any) -> list[float]:
         texts = [completion_text(c) for c in completions]

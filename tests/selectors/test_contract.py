@@ -1,6 +1,6 @@
-"""The selector contract, checked on every registered selector: one Selection record with a class (or an
-abstention) per candidate, a chosen candidate in the selected class, determinism, a round trip through
-JSON, options validated with one-line errors."""
+"""The selector contract, checked on every built-in selector (a plugin's, installed here, is its author's to
+test): one Selection record with a class (or an abstention) per candidate, a chosen candidate in the selected
+class, determinism, a round trip through JSON, options validated with one-line errors."""
 
 from __future__ import annotations
 
@@ -12,9 +12,8 @@ from testtime.core.errors import UserError
 from testtime.core.records import Candidate, Problem, TestCase
 from testtime.core.selection import Selection
 from testtime.sandbox import Sandbox
-from testtime.selectors import SELECTORS, SelectionContext, build_selector, load_selectors
+from testtime.selectors import SELECTORS, SelectionContext, build_selector
 
-load_selectors()
 MATH = Problem(id="m", domain="math", statement="What is 2 + 2?")
 CODE = Problem(id="c", domain="code", statement="Print twice N.", public_tests=(TestCase(input="2", output="4"),))
 TEXT = Problem(id="t", domain="text", statement="Where did the cat sit?")
@@ -28,7 +27,7 @@ POOLS = {
     "usc": {"text": ["The cat sat on the mat.", "A dog barked.", "the cat sat on a mat", None, "cat sat on mat"]},
 }
 PROBLEMS = {"math": MATH, "code": CODE, "text": TEXT}
-CASES = [(name, domain) for name in SELECTORS.names() for domain in POOLS[name]]
+CASES = [(name, domain) for name in SELECTORS.builtin_names() for domain in POOLS[name]]
 
 
 def candidates(answers: list[str | None]) -> list[Candidate]:
@@ -45,7 +44,7 @@ def select(name: str, domain: str, answers: list[str | None], ctx: SelectionCont
 
 
 def test_every_selector_has_a_pool_here() -> None:
-    assert sorted(POOLS) == SELECTORS.names()  # a new selector must join these contract tests
+    assert sorted(POOLS) == SELECTORS.builtin_names()  # a new selector must join these contract tests
 
 
 @pytest.mark.parametrize(("name", "domain"), CASES)
@@ -92,13 +91,13 @@ def test_selection_is_deterministic_and_survives_json(name: str, domain: str, co
     assert Selection.model_validate_json(first.model_dump_json()) == first
 
 
-@pytest.mark.parametrize("name", SELECTORS.names())
+@pytest.mark.parametrize("name", SELECTORS.builtin_names())
 def test_an_unknown_option_is_one_clear_line(name: str) -> None:
     with pytest.raises(UserError, match=f"selector {name} does not take option 'colour'"):
         build_selector(name, {"colour": "blue"})
 
 
-@pytest.mark.parametrize("name", SELECTORS.names())
+@pytest.mark.parametrize("name", SELECTORS.builtin_names())
 def test_describe_records_the_options(name: str) -> None:
     described = build_selector(name).describe()
     assert described["name"] == name and set(described) - {"name"} == set(SELECTORS.get(name).Options.model_fields)  # type: ignore[attr-defined]

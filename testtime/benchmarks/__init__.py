@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from typing import Any
 
@@ -14,13 +13,12 @@ from testtime.benchmarks.base import BENCHMARKS, Benchmark, Grade, SealedReferen
 from testtime.benchmarks.rows import SUFFIXES
 from testtime.core.errors import UserError
 
-_MODULES = ("aime24", "aime25", "amc23", "math500", "hmmt", "arith", "lcb", "pyfunc")
-
 
 def load_benchmarks() -> None:
-    for module in _MODULES:
-        importlib.import_module(f"testtime.benchmarks.{module}")
+    """The built-ins (any read of BENCHMARKS loads them too) and the plugins."""
     from testtime.core.plugins import load_plugins
+
+    BENCHMARKS.load_builtins()
 
     load_plugins()  # after the built-ins: a plugin reusing a name fails alone
 

@@ -86,7 +86,12 @@ class Benchmark(ABC):
             self.sandbox.close()
 
 
-BENCHMARKS: Registry[Benchmark] = Registry("benchmark")
+BENCHMARKS: Registry[Benchmark] = Registry(
+    "benchmark",
+    tuple(
+        f"testtime.benchmarks.{m}" for m in ("aime24", "aime25", "amc23", "math500", "hmmt", "arith", "lcb", "pyfunc")
+    ),
+)
 
 
 def data_dir(explicit: str | Path | None) -> Path | None:

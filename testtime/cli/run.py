@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -273,28 +273,37 @@ def grade_command(
 
 
 def list_command() -> None:
-    """List methods (with their default selector per domain), selectors, benchmarks, model providers, the
-    plugins that added to them, and model aliases."""
+    """List methods (with their default selector per domain), selectors, benchmarks, model providers, TTRL
+    rewards, the plugins that added to them (each entry a plugin added names it), and model aliases."""
     from rich.table import Table
 
     from testtime.benchmarks import BENCHMARKS, load_benchmarks
     from testtime.cli.display import results_console
     from testtime.core.plugins import loaded_plugins
+    from testtime.core.registry import Registry
     from testtime.methods import METHODS, SelectorChoice, load_methods
+    from testtime.methods.ttrl.rewards import REWARDS
     from testtime.models import DEFAULT_MODEL, MODELS, load_backends
     from testtime.models.hf import EMBEDDED
     from testtime.selectors import SELECTORS, load_selectors
 
     load_benchmarks(), load_methods(), load_backends(), load_selectors()
     table = Table("kind", "name", "default selector", "what")
+
+    def what(registry: Registry[Any], name: str, text: str) -> str:
+        plugin = registry.plugin_of(name)
+        return escape(text if plugin is None else f"{text} (plugin {plugin})")
+
     for name, text in METHODS.describe().items():
         method = METHODS.get(name)
         selects = issubclass(method.Options, SelectorChoice)  # type: ignore[attr-defined]
         defaults = method.default_selectors.items() if selects else ()  # type: ignore[attr-defined]
-        table.add_row("method", name, "\n".join(f"{d}: {s}" for d, s in defaults) or "-", escape(text))
-    for kind, registry in (("selector", SELECTORS), ("benchmark", BENCHMARKS), ("model provider", MODELS)):
+        table.add_row("method", name, "\n".join(f"{d}: {s}" for d, s in defaults) or "-", what(METHODS, name, text))
+    kinds: list[tuple[str, Registry[Any]]] = [("selector", SELECTORS), ("benchmark", BENCHMARKS)]
+    kinds += [("model provider", MODELS), ("ttrl reward", REWARDS)]
+    for kind, registry in kinds:
         for name, text in registry.describe().items():
-            table.add_row(kind, name, "", escape(text))
+            table.add_row(kind, name, "", what(registry, name, text))
     for origin in loaded_plugins():
         table.add_row("plugin", escape(origin), "", "loaded (--plugin, TESTTIME_PLUGINS or a `testtime` entry point)")
     for alias, (_, gguf, requirement) in EMBEDDED.items():

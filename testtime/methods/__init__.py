@@ -16,7 +16,6 @@ parameters from it, so what is recorded is what was sent.
 
 from __future__ import annotations
 
-import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -226,13 +225,15 @@ class PerProblem(Method):
         return NoAdaptation(self, ctx)
 
 
-METHODS: Registry[Method] = Registry("method")
-_MODULES = ("single", "majority", "trt", "rsa", "ttrl")
+METHODS: Registry[Method] = Registry(
+    "method", tuple(f"testtime.methods.{m}" for m in ("single", "majority", "trt", "rsa", "ttrl"))
+)
 
 
 def load_methods() -> None:
-    for module in _MODULES:
-        importlib.import_module(f"testtime.methods.{module}")
+    """The built-ins (any read of METHODS loads them too) and the plugins."""
     from testtime.core.plugins import load_plugins
+
+    METHODS.load_builtins()
 
     load_plugins()  # after the built-ins: a plugin reusing a name fails alone

@@ -6,23 +6,23 @@ are imported only when a model of that kind is built.
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 from testtime.core.errors import UserError
 from testtime.core.model import LanguageModel
 from testtime.core.registry import Registry
 
-MODELS: Registry[LanguageModel] = Registry("model provider")
-
-_BACKEND_MODULES = ("fake", "hf", "api", "openai_api", "vllm_engine")
+MODELS: Registry[LanguageModel] = Registry(
+    "model provider", tuple(f"testtime.models.{m}" for m in ("fake", "hf", "api", "openai_api", "vllm_engine"))
+)
 DEFAULT_MODEL = "hf:smollm2-135m"
 
 
 def load_backends() -> None:
-    for module in _BACKEND_MODULES:
-        importlib.import_module(f"testtime.models.{module}")
+    """The built-ins (any read of MODELS loads them too) and the plugins."""
     from testtime.core.plugins import load_plugins
+
+    MODELS.load_builtins()
 
     load_plugins()  # after the built-ins: a plugin reusing a name fails alone
 

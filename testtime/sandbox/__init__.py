@@ -139,7 +139,9 @@ class Sandbox(ABC):
         self.close()
 
 
-SANDBOXES: Registry[Sandbox] = Registry("sandbox")
+SANDBOXES: Registry[Sandbox] = Registry(
+    "sandbox", tuple(f"testtime.sandbox.{m}" for m in ("docker_backend", "bwrap_backend"))
+)
 
 
 def harness_failed(tests: Sequence[TestCase], done: list[TestVerdict], reason: str) -> list[TestVerdict]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 from testtime.sandbox import SANDBOXES, Sandbox, SandboxError
@@ -10,14 +9,8 @@ from testtime.sandbox import SANDBOXES, Sandbox, SandboxError
 CHOICES = ("auto", "docker", "bwrap")
 
 
-def load_sandboxes() -> None:
-    for module in ("docker_backend", "bwrap_backend"):
-        importlib.import_module(f"testtime.sandbox.{module}")
-
-
 def open_sandbox(name: str = "auto", **options: Any) -> Sandbox:
     """A started sandbox. `auto`: Docker where an engine and the image are ready, else bubblewrap."""
-    load_sandboxes()
     if name != "auto":
         sandbox = SANDBOXES.create(name, **options)
         sandbox.start()

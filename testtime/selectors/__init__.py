@@ -11,7 +11,6 @@ one-line errors; `build_selector(name, options)` is how methods get one, so `--s
 
 from __future__ import annotations
 
-import importlib
 import random
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
@@ -79,15 +78,17 @@ class Selector(ABC):
         return []
 
 
-SELECTORS: Registry[Selector] = Registry("selector")
-_MODULES = ("majority", "exclusivity", "execution", "freeform")
+SELECTORS: Registry[Selector] = Registry(
+    "selector", tuple(f"testtime.selectors.{m}" for m in ("majority", "exclusivity", "execution", "freeform"))
+)
 DEFAULTS = {"math": "majority", "code": "execution", "text": "medoid"}
 
 
 def load_selectors() -> None:
-    for module in _MODULES:
-        importlib.import_module(f"testtime.selectors.{module}")
+    """The built-ins (any read of SELECTORS loads them too) and the plugins."""
     from testtime.core.plugins import load_plugins
+
+    SELECTORS.load_builtins()
 
     load_plugins()  # after the built-ins: a plugin reusing a name fails alone
 

@@ -75,7 +75,7 @@ def test_majority_is_the_votes_own_reward() -> None:
 def test_an_unknown_reward_is_a_clear_error() -> None:
     with pytest.raises(UserError, match="unknown ttrl reward 'truth'; available: entropy, format, majority, novelty"):
         TrainedReward("truth")
-    assert REWARDS.names() == ["entropy", "format", "majority", "novelty", "oracle", "random", "self_certainty"]
+    assert REWARDS.builtin_names() == ["entropy", "format", "majority", "novelty", "oracle", "random", "self_certainty"]
 
 
 def _reward_function(tmp_path: Path, reward: str) -> tuple[VoteReward, StepBuffer]:
