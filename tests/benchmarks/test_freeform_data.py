@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.helpers import write_jsonl
-from testtime.benchmarks.dataset import Dataset
+from testtime.benchmarks.dataset import INSTRUCTION, Dataset
 from testtime.core.records import Reference
 
 CAPITALS = [
@@ -36,7 +36,7 @@ def test_the_kind_is_guessed_from_the_labels_and_said(tmp_path: Path, answers: l
     rows = [{"question": f"q{i}", "answer": a} for i, a in enumerate(answers)]
     dataset = Dataset(source=str(write_jsonl(tmp_path / "mine.jsonl", rows)))
     assert dataset.domain == kind
-    assert ("guessed: prose answers" in dataset.notes[0]) is (kind == "text")
+    assert ("chosen from the data: prose answers" in dataset.notes[0]) is (kind == "text")
 
 
 def test_an_explicit_domain_wins_over_the_guess(tmp_path: Path) -> None:
@@ -44,8 +44,11 @@ def test_an_explicit_domain_wins_over_the_guess(tmp_path: Path) -> None:
     assert Dataset(source=str(data)).domain == "text"
     assert Dataset(source=str(data), domain="math").domain == "math"
     unlabelled = write_jsonl(tmp_path / "chats.jsonl", [{"prompt": "Write a haiku."}])
-    assert Dataset(source=str(unlabelled)).domain == "math"  # nothing to guess from: said in the notes
-    assert Dataset(source=str(unlabelled), domain="text").domain == "text"
+    assert Dataset(source=str(unlabelled)).domain == "text"  # no label, no mathematics asked for
+    assert Dataset(source=str(unlabelled), domain="auto").domain == "text"
+    assert Dataset(source=str(unlabelled), domain="math").domain == "math"
+    sums = write_jsonl(tmp_path / "sums.jsonl", [{"problem": "What is 2 + 3?"}, {"problem": "Compute 7 * 6."}])
+    assert Dataset(source=str(sums)).domain == "math"
 
 
 def test_a_free_form_problem_is_asked_as_written_and_graded_after_normalisation(tmp_path: Path) -> None:
@@ -66,13 +69,32 @@ def test_a_free_form_file_runs_end_to_end_on_scripted_replies(tmp_path: Path, te
     out = tmp_path / "run"
     done = testtime_cli("run", "--bench", str(data), "--model", "fake:", "--n", "3", "--out", str(out), "--quiet")
     assert done.returncode == 0, done.stderr
-    assert "text (guessed: prose answers" in done.stderr
+    assert "text (chosen from the data: prose answers" in done.stderr
     summary = json.loads((out / "summary.json").read_text())
     assert summary["problems"] == 3 and summary["accuracy"]["mean"] == 0.0  # fake: echoes the question
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert all(r["selection"]["selector"] == "medoid" and r["prediction"] for r in records)
     predictions = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
     assert all(p["prediction"] and 0.0 <= p["confidence"] <= 1.0 for p in predictions)
+
+
+def test_an_unlabelled_prose_file_is_answered_as_text_by_default(
+    tmp_path: Path, testtime_cli: Callable[..., Any]
+) -> None:
+    """No `--bench-opt domain=text`: the requests go to the model as written, each gets a prediction (the reply
+    chosen among whole replies), and the manifest says the data chose the domain."""
+    asks = ["Write a haiku about autumn rain.", "Describe the sea in one sentence.", "Name a French painter."]
+    data = write_jsonl(tmp_path / "prose.jsonl", [{"id": f"p{i}", "prompt": a} for i, a in enumerate(asks)])
+    out = tmp_path / "run"
+    done = testtime_cli("run", "--bench", str(data), "--model", "fake:", "--n", "3", "--out", str(out), "--quiet")
+    assert done.returncode == 0, done.stderr
+    assert "text (chosen from the data: the problems ask for no math" in done.stderr
+    benchmark = json.loads((out / "config.json").read_text())["benchmark"]
+    assert (benchmark["domain"], benchmark["domain_from"]) == ("text", "data")
+    predictions = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
+    assert len(predictions) == 3 and all(p["prediction"] for p in predictions)
+    sent = (out / "blobs.jsonl").read_text()  # every text of the run: the prompts, as sent, among them
+    assert json.dumps(INSTRUCTION)[1:-1] not in sent and all(json.dumps(a) in sent for a in asks)
 
 
 @pytest.mark.slow

@@ -43,7 +43,7 @@ def poet() -> MockChatServer:
 
 @pytest.mark.parametrize("model", [f"single/{SPEC}", f"majority-3/{SPEC}", f"trt-1x3/{SPEC}", f"rsa-4x2/{SPEC}"])
 def test_a_chat_prompt_gets_a_reply_from_every_method_on_a_math_server(tmp_path: Path, model: str) -> None:
-    with poet() as upstream, serving(upstream.url, tmp_path) as server:
+    with poet() as upstream, serving(upstream.url, tmp_path, "--domain", "math") as server:
         reply = client(server["url"]).chat.completions.create(model=model, messages=CHAT)  # type: ignore[arg-type]
     content = reply.choices[0].message.content
     assert content in HAIKUS[:2] or (model.startswith("single") and content == HAIKUS[0])
@@ -70,6 +70,25 @@ def test_a_text_server_asks_as_written_and_chooses_by_medoid_or_usc(tmp_path: Pa
     assert usc.choices[0].message.content == usc.model_extra["testtime"]["candidates"][0]  # type: ignore[index]
 
 
+def test_by_default_a_chat_is_text_and_a_sum_is_math_each_recorded(tmp_path: Path) -> None:
+    """`--domain auto`, the default: the haiku request goes upstream as written and is answered as text; a sum
+    in the same server gets its \\boxed{} instruction and a voted answer. Each request's line says so."""
+    with poet() as upstream, serving(upstream.url, tmp_path, math=False) as server:
+        haiku = client(server["url"]).chat.completions.create(model=f"majority-3/{SPEC}", messages=CHAT)  # type: ignore[arg-type]
+        sent = [b["messages"][-1]["content"] for b in upstream.bodies]
+        total = [{"role": "user", "content": "What is 17 * 23?"}]
+        client(server["url"]).chat.completions.create(model=f"majority-2/{SPEC}", messages=total)  # type: ignore[arg-type]
+        asked = upstream.bodies[-1]["messages"][-1]["content"]
+    assert sent == [CHAT[0]["content"]] * 3 and haiku.choices[0].message.content in HAIKUS[:2]
+    assert "chosen_by" not in haiku.model_extra["testtime"]  # type: ignore[index]
+    assert asked.startswith("What is 17 * 23?") and "\\boxed{}" in asked
+    chat, arithmetic = served_records(server["out"])
+    assert (chat.domain, chat.domain_from) == ("text", "auto")
+    assert (arithmetic.domain, arithmetic.domain_from) == ("math", "auto")
+    manifest = json.loads((server["out"] / "config.json").read_text())
+    assert manifest["benchmark"]["domain"] == "auto"
+
+
 def test_a_failed_upstream_is_a_502_the_openai_sdk_does_not_retry(tmp_path: Path) -> None:
     with MockChatServer(fault=500) as upstream, serving(upstream.url, tmp_path) as server:
         retrying = openai.OpenAI(base_url=server["url"], api_key="unused", max_retries=2, timeout=60)
@@ -83,8 +102,9 @@ def test_a_failed_upstream_is_a_502_the_openai_sdk_does_not_retry(tmp_path: Path
 
 
 def test_legacy_completions_answer_each_prompt_and_cut_at_stop(tmp_path: Path) -> None:
-    """lm-eval's `local-completions` generation request, as it sends it: a list of prompts, `stop`, a seed."""
-    with MockChatServer() as upstream, serving(upstream.url, tmp_path) as server:
+    """lm-eval's `local-completions` generation request, as it sends it: a list of prompts, `stop`, a seed (to a
+    math server: "Say 5." asks for no math, and `--domain auto` would answer it as text)."""
+    with MockChatServer() as upstream, serving(upstream.url, tmp_path, "--domain", "math") as server:
         body = {"model": SPEC, "prompt": ["Say 5.", "Say 8."], "max_tokens": 64, "temperature": 0.5,
                 "stop": ["{"], "seed": 1234}  # fmt: skip
         status, reply = _post(server["url"] + "/completions", json.dumps(body).encode())

@@ -34,9 +34,14 @@ SPEC = "openai:mock"
 
 
 @contextmanager
-def serving(upstream: str, tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[dict[str, Any]]:
-    """`testtime serve` on a free port; yields its URL, run directory and process; SIGTERM at the end."""
+def serving(
+    upstream: str, tmp_path: Path, *args: str, env: dict[str, str] | None = None, math: bool = True
+) -> Iterator[dict[str, Any]]:
+    """`testtime serve` on a free port; yields its URL, run directory and process; SIGTERM at the end. A math
+    server unless `args` name a --domain or `math` is False (the default, auto): these tests ask "Say 5."."""
     out = tmp_path / "served"
+    if math and "--domain" not in args:
+        args = ("--domain", "math", *args)
     process = subprocess.Popen(
         [sys.executable, "-m", "testtime.cli", "serve", "--model", SPEC, "--api-base", upstream, "--port", "0",
          "--out", str(out), "--api-key-env", "UPSTREAM_KEY", *args],
@@ -309,7 +314,7 @@ def test_bad_settings_fail_before_a_run_directory_exists(tmp_path: Path, testtim
         (("--method", "ttrl"), "cannot be served"),
         (("--method", "trt", "--n", "4"), "does not use --n"),
         (("--method", "trt", "-T", "0"), "rounds"),
-        (("--domain", "bio"), "--domain must be math, code or text"),
+        (("--domain", "bio"), "--domain must be auto, math, code or text"),
         (("--sandbox", "host"), "--sandbox must be one of"),
     ):
         done = serve(*args)

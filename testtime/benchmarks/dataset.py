@@ -20,7 +20,6 @@ import hashlib
 import json
 import math
 import random
-import re
 import string
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -33,14 +32,13 @@ from testtime.benchmarks.code_common import code_prompt, grade_program
 from testtime.benchmarks.lcb_data import decode_tests, metadata_of
 from testtime.benchmarks.rows import Row, file_rows, hub_rows
 from testtime.core.answers import equivalent, extract_answer
+from testtime.core.answers.domain import auto_domain
 from testtime.core.answers.freeform import final_reply, texts_match
 from testtime.core.errors import UserError
 from testtime.core.options import Options
 from testtime.core.records import Message, Problem, Reference
 from testtime.sandbox import Limits
 
-_WORD = re.compile(r"[^\W\d_]{3,}")  # a word of three letters or more, in any script
-_MATHLIKE = re.compile(r"[\d\\^_{}=$]")  # a digit, LaTeX, or a math sign: a math answer's marks
 INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
 CHOICE_INSTRUCTION = (
     "Answer with the letter of the correct option. Please reason step by step, and put your final answer "
@@ -64,10 +62,10 @@ class DatasetOptions(Options):
     problem: str | None = Field(None, description="the column holding the problem (default: guessed)")
     answer: str | None = Field(None, description="the column holding the answer; rows without one are unlabelled")
     id: str | None = Field(None, description="the column holding a unique id (default: guessed, else the row number)")
-    domain: Literal["math", "code", "choice", "text"] | None = Field(
+    domain: Literal["auto", "math", "code", "choice", "text"] | None = Field(
         None,
-        description="math | code | choice | text (default: choice with a choices column, code with test columns, "
-        "text when most answers are prose)",
+        description="auto (the default) | math | code | choice | text. auto: choice with a choices column, code "
+        "with test columns, text when most answers are prose or, with no answers, most problems ask for no math",
     )
     choices: str | None = Field(None, description="choice: a column holding a list, or columns A,B,C,... in order")
     shuffle_choices: bool = Field(False, description="choice: shuffle each row's options (seeded by its id)")
@@ -113,17 +111,21 @@ class Dataset(Benchmark):
         self.rows = self._read()
         self.columns = list(dict.fromkeys(k for row in self.rows for k in row))
         self.mapping = self._map()
-        self.domain = self.dataset.domain or (
+        self.chosen = self.dataset.domain in (None, "auto")  # the data decides, not the user
+        self.domain = self.dataset.domain if not self.chosen else (
             "choice" if self.mapping.get("choices") else "code" if self._has_tests() else self._answer_kind()
-        )
+        )  # fmt: skip
         self.needs_sandbox = self.domain == "code"
         self.limits = Limits(timeout_s=self.dataset.timeout, early_exit=True)
         self.template = self._template()
         shown = ", ".join(f"{role} ← {column}" for role, column in self.mapping.items() if column)
         labels = "" if self.mapping.get("answer") or self.domain == "code" else "; no answer column: unlabelled"
         kind = self.domain
-        if self.domain == "text" and self.dataset.domain is None:
-            kind = "text (guessed: prose answers, graded equal after normalisation; else --bench-opt domain=math)"
+        if self.domain == "text" and self.chosen:
+            why = "prose answers, graded equal after normalisation" if self.mapping.get("answer") else (
+                "the problems ask for no math: each reply as written, no answer format imposed"
+            )  # fmt: skip
+            kind = f"text (chosen from the data: {why}; else --bench-opt domain=math)"
         self.notes.append(f"{self.name}: {len(self.rows)} rows, {kind}; columns {shown}{labels}")
 
     @property
@@ -162,13 +164,13 @@ class Dataset(Benchmark):
         return mapping
 
     def _answer_kind(self) -> Literal["math", "text"]:
-        """`text` when most of the labels are prose (a word of three letters, no digit, no LaTeX or math sign),
-        else `math`; unlabelled files stay `math`."""
-        column = self.mapping.get("answer")
+        """`--domain auto` on a file of problems: by its labels, else by its problems (`auto_domain`)."""
+        column, problem = self.mapping.get("answer"), self.mapping.get("problem")
         labels = [row.get(column) for row in self.rows] if column else []
-        given = [v.strip() for v in labels if isinstance(v, str) and v.strip()]
-        prose = sum(bool(_WORD.search(v)) and not _MATHLIKE.search(v) for v in given)
-        return "text" if given and prose * 2 > len(given) else "math"
+        statements = [row.get(problem) for row in self.rows] if problem else []
+        return auto_domain(
+            [v for v in statements if isinstance(v, str)], [v for v in labels if isinstance(v, str)]
+        )  # fmt: skip
 
     def _has_tests(self) -> bool:
         return bool(self.mapping.get("public_tests") or self.mapping.get("private_tests"))
@@ -192,6 +194,7 @@ class Dataset(Benchmark):
         stopped_early = self.limit is not None and len(self.rows) >= self.limit
         rows = None if stopped_early else len(self.rows)
         described = {**super().describe(), "source": self.source, "domain": self.domain, "rows": rows}
+        described["domain_from"] = "data" if self.chosen else "option"  # --domain auto chose it, or the user
         described["columns"] = {role: column for role, column in self.mapping.items() if column}
         if not self.source.startswith("hf:"):
             described["sha256"] = self._sha256()

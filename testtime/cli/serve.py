@@ -49,10 +49,12 @@ def serve_command(
     domain: Annotated[
         str,
         Opt(
-            help="math | code | text: how a request is solved unless it says (testtime.domain); text: any chat, "
-            "the reply chosen among whole replies (medoid; --selector usc asks the model)"
+            help="auto | math | code | text: how a request is solved unless it says (testtime.domain). auto: by "
+            "its words, math when it asks for a box, writes mathematics or asks to compute, else text; text: any "
+            "chat, sent upstream as written, the reply chosen among whole replies (medoid; --selector usc asks "
+            "the model); math: a \\boxed{} answer asked for and voted on"
         ),
-    ] = "math",
+    ] = "auto",
     format_hint: Annotated[
         bool, Opt("--format-hint/--no-format-hint", help="math: ask for a \\boxed{} answer when the client did not")
     ] = True,
@@ -103,12 +105,12 @@ def serve_command(
     """
     from testtime.cli.display import console, show_model_notices
     from testtime.cli.flags import run_options
-    from testtime.serve.protocol import DOMAINS
+    from testtime.serve.protocol import DOMAIN_CHOICES
     from testtime.serve.server import is_loopback, serve
     from testtime.serve.session import ServedRecord
 
-    if domain not in DOMAINS:
-        raise UserError(f"--domain must be math, code or text, not '{domain}'")
+    if domain not in DOMAIN_CHOICES:
+        raise UserError(f"--domain must be auto, math, code or text, not '{domain}'")
     if not 0 <= port <= 65535:
         raise UserError(f"--port must be 0-65535 (0: any free one), not {port}")
     seconds = {"--keepalive": keepalive, "--drain-timeout": drain_timeout, "--max-body-mb": max_body_mb}
@@ -160,7 +162,7 @@ def serve_command(
         out,
         host=host,
         port=port,
-        domain=domain,  # type: ignore[arg-type]
+        domain=domain,
         format_hint=format_hint,
         api_key=api_key,
         max_requests=max_requests,

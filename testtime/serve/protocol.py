@@ -18,12 +18,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from testtime.core.answers.domain import auto_domain
 from testtime.core.records import Message
 from testtime.serve.limits import ServeLimits
 
 SERVED_METHODS = ("single", "majority", "trt", "rsa")
 Domain = Literal["math", "code", "text"]
 DOMAINS: tuple[Domain, ...] = ("math", "code", "text")
+DOMAIN_CHOICES = ("auto", *DOMAINS)  # auto: each request's own words decide (`core/answers/domain.py`)
 # The prefix's numbers, by method: majority-N, trt-T[xK], rsa-N[xT].
 PREFIX_FIELDS: dict[str, tuple[str, ...]] = {
     "majority": ("n",),
@@ -50,6 +52,7 @@ class ServedRequest:
     n: int | None  # majority's samples
     domain: Domain
     model: str  # the model name as the client sent it (echoed back)
+    domain_from: str = "server"  # who chose the domain: "request" (testtime.domain), "server" (--domain), "auto"
     stream: bool = False
     include_usage: bool = False  # stream_options.include_usage: a last chunk with the usage
     sampling: dict[str, Any] = field(default_factory=dict)  # temperature / top_p / max_tokens / seed, if given
@@ -65,7 +68,7 @@ def parse_request(
     body: object,
     served_model: str,
     default_method: str,
-    default_domain: Domain,
+    default_domain: str,
     max_messages: int = ServeLimits.max_messages,
 ) -> ServedRequest:
     """A chat-completions body → `ServedRequest`, or `BadRequest` naming the first thing wrong."""
@@ -102,8 +105,12 @@ def parse_request(
     if "n" in extra:
         n = _positive(extra["n"], "testtime.n")
     domain = extra.get("domain", default_domain)
-    if domain not in DOMAINS:
-        raise BadRequest(f"'testtime.domain' must be math, code or text, not {domain!r}")
+    if domain not in DOMAIN_CHOICES:
+        raise BadRequest(f"'testtime.domain' must be auto, math, code or text, not {domain!r}")
+    domain_from = "request" if "domain" in extra else "server"
+    if domain == "auto":  # a chat (a haiku, a question in words) goes upstream as written; a sum gets its box
+        statement = next(m.content for m in reversed(messages) if m.role == "user")
+        domain, domain_from = auto_domain([statement]), "auto"
     sampling = {}
     for key, low, high in (("temperature", 0.0, 2.0), ("top_p", 1e-9, 1.0)):
         if body.get(key) is not None:
@@ -124,14 +131,16 @@ def parse_request(
     stream_options = body.get("stream_options") or {}
     include_usage = bool(isinstance(stream_options, dict) and stream_options.get("include_usage"))
     stop = _stop(body.get("stop"))
-    return ServedRequest(messages, method, options, n, domain, model, stream, include_usage, sampling, stop)
+    return ServedRequest(
+        messages, method, options, n, domain, model, domain_from, stream, include_usage, sampling, stop
+    )  # fmt: skip
 
 
 def parse_completions(
     body: object,
     served_model: str,
     default_method: str,
-    default_domain: Domain,
+    default_domain: str,
     max_prompts: int = ServeLimits.max_messages,
 ) -> list[ServedRequest]:
     """A legacy `/v1/completions` body → one request a prompt, each prompt the user turn of a conversation of

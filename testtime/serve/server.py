@@ -11,13 +11,14 @@ from pathlib import Path
 from testtime.core.errors import UserError
 from testtime.core.ledger import LedgerTotals
 from testtime.evaluation.summary import RunSummary
+from testtime.methods import Method
 from testtime.run.build import build_method, build_model, check_run_flags, check_sandbox_choice, effective_plan
 from testtime.run.directory import request_methods
 from testtime.run.lifecycle import ServedDir, open_served
 from testtime.run.outcome import write_outcome
 from testtime.run.settings import RunSettings
 from testtime.serve.limits import ServeLimits
-from testtime.serve.protocol import SERVED_METHODS, Domain
+from testtime.serve.protocol import SERVED_METHODS
 from testtime.serve.session import ServedRecord, ServedRun
 
 
@@ -27,7 +28,7 @@ def serve(
     *,
     host: str,
     port: int,
-    domain: Domain,
+    domain: str,
     format_hint: bool,
     api_key: str | None,
     max_requests: int,
@@ -48,10 +49,10 @@ def serve(
         raise UserError(f"--method {settings.method} cannot be served; choose one of {', '.join(SERVED_METHODS)}")
     check_sandbox_choice(settings)
     method = build_method(settings)  # a bad option fails here, before anything is written
-    method.prepare(domain)
+    planned_domain = _prepare(method, domain)
     check_run_flags(settings, method)
     model = build_model(settings)
-    effective = effective_plan(method, domain, settings)
+    effective = effective_plan(method, planned_domain, settings)
     listener = _listen(host, port)  # a port in use fails here, before a run directory exists
     served_as = {"name": "served", "domain": domain, "format_hint": format_hint}
     try:
@@ -77,6 +78,20 @@ def serve(
         opened.release()
         app.disarm()
     return summary, opened.directory.summary_path
+
+
+def _prepare(method: Method, domain: str) -> str:
+    """Prepare the server's method for its domain; for `auto`, for chat (text) if its selector serves text,
+    else math (a request of the other domain is then refused in one line): the domain the manifest plans."""
+    if domain != "auto":
+        method.prepare(domain)
+        return domain
+    try:
+        method.prepare("text")
+        return "text"
+    except UserError:
+        method.prepare("math")
+        return "math"
 
 
 def _summarize(

@@ -53,6 +53,9 @@ class ServedRecord(BaseModel):
     model: str  # the model name as the client sent it
     method: dict[str, Any]  # the method as it ran: name, options, selector
     domain: Domain
+    # who chose the domain: "auto" (the request's words, `--domain auto`), "server" (--domain), "request"
+    # (testtime.domain); absent in runs served before `--domain auto`
+    domain_from: Literal["auto", "server", "request"] | None = None
     n: int | None
     sampling: dict[str, SamplingParams]  # kind of call → what those calls sent
     seed: int  # the client's, or drawn for this request (send it back as `seed` to redraw the same samples)
@@ -91,7 +94,7 @@ class ServedRun:
         settings: RunSettings,
         model: Any,
         *,
-        domain: Domain = "math",
+        domain: str = "auto",
         format_hint: bool = True,
     ) -> None:
         self.opened, self.settings, self.domain, self.format_hint = opened, settings, domain, format_hint
@@ -209,6 +212,7 @@ class ServedRun:
             model=request.model,
             method=method.describe(),
             domain=request.domain,
+            domain_from=request.domain_from,  # type: ignore[arg-type]
             n=method.effective_n(ctx.n),
             sampling=sampling,
             seed=seed,
