@@ -7,11 +7,13 @@ import asyncio
 import inspect
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import testtime
 from testtime import api
+from testtime.core.errors import UserError
 
 
 def test_every_public_name_is_reachable_from_the_package_and_documented() -> None:
@@ -81,7 +83,7 @@ def test_bad_input_is_a_user_error_naming_the_setting(tmp_path: Path) -> None:
         testtime.run_method("majority", model="fake:echo", n=0, out=tmp_path / "a")
     with pytest.raises(testtime.UserError, match="unknown method 'nope'"):
         testtime.run_method("nope", model="fake:echo", out=tmp_path / "b")
-    with pytest.raises(testtime.UserError, match="Extra inputs are not permitted"):
+    with pytest.raises(testtime.UserError, match="run_method has no setting .samples."):
         testtime.run_method("majority", model="fake:echo", samples=3, out=tmp_path / "c")
     with pytest.raises(testtime.UserError, match="not a run directory"):
         (tmp_path / "d").mkdir()
@@ -108,4 +110,21 @@ def test_a_wrong_argument_is_the_librarys_one_line_error(tmp_path: Path, call: o
     """The API's mistakes are `UserError`s as the CLI's are (a TypeError, ValueError or AttributeError before)."""
     with pytest.raises(testtime.UserError, match=words):
         call(tmp_path / "run")  # type: ignore[operator]
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    ("keywords", "message"),
+    [
+        ({"rounds": 2}, "rounds is an option of method trt: run_method(..., method_options={'rounds': ...})"),
+        ({"digits": 3}, "digits is an option of benchmark arith: run_method(..., bench_options={'digits': ...})"),
+        ({"temprature": 0.5}, "run_method has no setting 'temprature'; did you mean temperature?"),
+    ],
+)
+def test_a_misplaced_option_says_where_it_goes_and_writes_nothing(
+    tmp_path: Path, keywords: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(UserError) as caught:
+        testtime.run_method("trt", bench="arith", model="fake:echo", limit=1, out=tmp_path / "run", **keywords)
+    assert str(caught.value) == message
     assert not (tmp_path / "run").exists()

@@ -146,6 +146,7 @@ def run_method(
             options["selector"] = selector
         if selector_options:
             options["selector_options"] = dict(selector_options)
+    _check_setting_names(method, bench, settings)
     run_settings = _settings(
         method=method, bench=bench, model=model, method_options=options, bench_options=dict(bench_options or {}),
         **settings,
@@ -216,6 +217,29 @@ def _path(name: str, value: object) -> Path:
     if not isinstance(value, (str, Path)):
         raise UserError(f"{name} takes a folder's path (str or Path), not {type(value).__name__}")
     return Path(value)
+
+
+def _check_setting_names(method: str, bench: str, settings: Mapping[str, Any]) -> None:
+    """A keyword that is no run setting but the method's or the benchmark's option: say where it goes."""
+    import difflib
+
+    from testtime.benchmarks import options_of
+
+    known = set(RunSettings.model_fields)
+    for name in settings:
+        if name in known:
+            continue
+        if name in METHODS.get(method).Options.model_fields:  # type: ignore[attr-defined]
+            raise UserError(
+                f"{name} is an option of method {method}: run_method(..., method_options={{{name!r}: ...}})"
+            )
+        if name in options_of(bench).model_fields:  # type: ignore[attr-defined]
+            raise UserError(
+                f"{name} is an option of benchmark {bench}: run_method(..., bench_options={{{name!r}: ...}})"
+            )
+        close = difflib.get_close_matches(name, sorted(known), n=1)
+        hint = f"; did you mean {close[0]}?" if close else " (method_options= and bench_options= take the others)"
+        raise UserError(f"run_method has no setting {name!r}{hint}")
 
 
 def _settings(**given: Any) -> RunSettings:

@@ -17,6 +17,8 @@ from testtime.core.records import Record
 
 
 class CandidateScore(Record):
+    """One candidate's place in a selection: its class (None: it gave no answer) and the selector's score."""
+
     index: int  # the candidate's index
     cluster: int | None  # its class in this selection; None = abstained
     score: float = 0.0  # the selector's own score (votes, support, agreement weight)
