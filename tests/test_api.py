@@ -83,7 +83,7 @@ def test_bad_input_is_a_user_error_naming_the_setting(tmp_path: Path) -> None:
         testtime.run_method("majority", model="fake:echo", n=0, out=tmp_path / "a")
     with pytest.raises(testtime.UserError, match="unknown method 'nope'"):
         testtime.run_method("nope", model="fake:echo", out=tmp_path / "b")
-    with pytest.raises(testtime.UserError, match="run_method has no setting .samples."):
+    with pytest.raises(testtime.UserError, match="run_method has no setting 'samples'"):
         testtime.run_method("majority", model="fake:echo", samples=3, out=tmp_path / "c")
     with pytest.raises(testtime.UserError, match="not a run directory"):
         (tmp_path / "d").mkdir()

@@ -52,3 +52,16 @@ def test_a_run_that_measured_nothing_names_the_fix(
         done, summary = _run(testtime_cli, tmp_path / "run", upstream.url, "--n", "2", *args)
     assert any(w.startswith(says) for w in summary["warnings"]), summary["warnings"]
     assert says in done.stdout + done.stderr  # under the table too
+
+
+def test_a_truncation_warning_names_the_flag_the_method_takes() -> None:
+    """TTRL refuses --max-tokens: its warning names --method-opt max_response=N; every other method's, --max-tokens."""
+    from testtime.core.records import Candidate
+    from testtime.core.results import ResultRecord
+    from testtime.evaluation.caveats import measured_nothing
+
+    cut = Candidate(index=0, text="...", answer=None, finish_reason="length")
+    grading = {"correct": False, "status": "no_answer", "graded_answer": None}
+    records = [ResultRecord(problem_id="p", prediction=None, candidates=(cut,), **grading)]
+    assert "raise --method-opt max_response=N" in measured_nothing(records, "ttrl")[0]
+    assert "raise --max-tokens" in measured_nothing(records, "majority")[0]

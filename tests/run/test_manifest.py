@@ -147,4 +147,5 @@ def test_truncation_counts_every_kind_of_call(testtime_cli: Cli, tmp_path: Path)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["ledger"]["calls"] == 7 and summary["ledger"]["truncated_calls"] == 2
     assert summary["truncation_rate"] == pytest.approx(2 / 7)
-    assert "29% of model calls stopped at --max-tokens" in done.stdout + done.stderr
+    assert "29% of model calls stopped at their token cap" in done.stdout + done.stderr
+    assert "Raise --max-tokens" in done.stdout + done.stderr

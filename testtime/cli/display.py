@@ -22,7 +22,7 @@ from rich.progress import (
 from rich.table import Table
 
 from testtime.core.results import ResultRecord
-from testtime.evaluation.caveats import ALL_CUT
+from testtime.evaluation.caveats import ALL_CUT, token_flag
 from testtime.evaluation.metrics import Interval
 from testtime.evaluation.summary import Distribution, LabelFreeSummary, PrequentialSummary, RunSummary, TTRLSummary
 from testtime.run.observer import ProgressPlan
@@ -278,10 +278,11 @@ def warnings_for(summary: RunSummary) -> list[str]:
             f"(e.g. {summary.first_error}); `{command()} run --resume DIR` asks again for every one of them"
         )
     truncated = summary.truncation_rate or 0.0
-    if truncated > TRUNCATION_WARNING and ALL_CUT not in summary.warnings:
+    if truncated > TRUNCATION_WARNING and not any(w.startswith(ALL_CUT) for w in summary.warnings):
+        flag = token_flag(summary.method)
         lines.append(
-            f"WARNING: {truncated:.0%} of model calls stopped at --max-tokens before they finished: reasoning was "
-            "cut and answers lost. Raise --max-tokens (reasoning models need thousands)."
+            f"WARNING: {truncated:.0%} of model calls stopped at their token cap before they finished: reasoning "
+            f"was cut and answers lost. Raise {flag} (reasoning models need thousands)."
         )
     if summary.graded_on_public_tests_only:
         lines.append(

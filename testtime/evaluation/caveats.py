@@ -13,9 +13,13 @@ from collections.abc import Sequence
 from testtime.core.records import SamplingParams
 from testtime.core.results import ResultRecord
 
-ALL_CUT = (
-    "every sample was cut at max_tokens before it ended: raise --max-tokens (reasoning models need thousands of tokens)"
-)
+ALL_CUT = "every sample was cut at max_tokens before it ended"
+
+
+def token_flag(method: str) -> str:
+    """The flag that raises a sample's token cap: TTRL's rollouts and answers take theirs from its own option
+    (it refuses --max-tokens)."""
+    return "--method-opt max_response=N" if method == "ttrl" else "--max-tokens"
 
 
 def greedy_samples(sampling: dict[str, SamplingParams], samples: int | None) -> str | None:
@@ -35,14 +39,14 @@ def plan_warnings(sampling: dict[str, SamplingParams], samples: int | None) -> l
     return [greedy] if greedy else []
 
 
-def measured_nothing(records: Sequence[ResultRecord]) -> list[str]:
+def measured_nothing(records: Sequence[ResultRecord], method: str = "") -> list[str]:
     """Warnings for a run whose samples carried nothing to select or grade, naming the likely fix."""
     samples = [c for r in records for c in r.candidates if not c.error]
     if not samples:
         return []
     warnings = []
     if all(c.finish_reason == "length" for c in samples):
-        warnings.append(ALL_CUT)
+        warnings.append(f"{ALL_CUT}: raise {token_flag(method)} (reasoning models need thousands of tokens)")
     if all(c.answer is None for c in samples):
         warnings.append(
             "no sample gave an answer (math looks for a final \\boxed{}, code for a ```python block): check the "

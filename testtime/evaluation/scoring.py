@@ -172,5 +172,5 @@ def summarize(
         values["ttrl"] = summarize_ttrl(labelled, seed)
     values["graded_on_public_tests_only"] = sum(r.public_only for r in records)  # loud: optimistic scores
     values["errata_problems"] = [r.problem_id for r in records if r.erratum]
-    run["warnings"] = [*run.get("warnings", ()), *measured_nothing(records)]
+    run["warnings"] = [*run.get("warnings", ()), *measured_nothing(records, str(run.get("method", "")))]
     return RunSummary.model_validate({**values, **run})
