@@ -153,6 +153,22 @@ def test_grade_json_for_predictions_from_any_system(tmp_path: Path, shared_data:
 
 
 @pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ({"id": "arith-d2-0", "answer": "12"}, 'no "prediction" field (it has answer, id)'),  # another system's shape
+        ({"id": "arith-d2-0", "prediction": {"value": 12}}, "the prediction must be text or a number, not a JSON dict"),
+    ],
+)
+def test_grade_refuses_a_file_it_cannot_read_rather_than_scoring_it_zero(
+    tmp_path: Path, row: dict[str, Any], message: str
+) -> None:
+    predictions = write_jsonl(tmp_path / "p.jsonl", [row])
+    result = cli("grade", "--bench", "arith", "--predictions", str(predictions))
+    assert result.returncode == 2 and message in result.stderr and "0.000" not in result.stdout
+    assert f"{predictions}:1" in result.stderr
+
+
+@pytest.mark.parametrize(
     ("args", "message"),
     [
         (["run", "--model", "nope:x"], "unknown model provider 'nope'"),

@@ -29,6 +29,8 @@ def grade_predictions(
 def _grade(benchmark: Benchmark, bench: str, predictions: Path) -> dict[str, Any]:
     problems, references = benchmark.load()
     rows = read_jsonl(predictions, ("id",))
+    if not rows:
+        raise UserError(f'{predictions}: no predictions in it (one JSON line each: {{"id", "prediction"}})')
     seen: set[str] = set()
     records = []
     for number, row in enumerate(rows, 1):
@@ -38,7 +40,16 @@ def _grade(benchmark: Benchmark, bench: str, predictions: Path) -> dict[str, Any
         if pid in seen:
             raise UserError(f"{predictions}:{number}: id '{pid}' appears twice")
         seen.add(pid)
-        prediction = row.get("prediction")
+        if "prediction" not in row:  # a file of another shape (`answer`, `output`) would grade as all wrong
+            keys = ", ".join(sorted(map(str, row))[:8])
+            raise UserError(
+                f'{predictions}:{number}: no "prediction" field (it has {keys}); each line is '
+                '{"id": ..., "prediction": ...} (null: no answer)'
+            )
+        prediction = row["prediction"]
+        if isinstance(prediction, (dict, list)):
+            kind = type(prediction).__name__
+            raise UserError(f"{predictions}:{number}: the prediction must be text or a number, not a JSON {kind}")
         if prediction is not None and not isinstance(prediction, str):
             prediction = str(prediction)
         result = ProblemResult(problem_id=pid, prediction=prediction)
