@@ -164,7 +164,11 @@ def test_export_writes_an_inspect_log_that_inspect_reads_back(trt_run: Path, tmp
     assert (events["event"] == "model").sum() == 21
 
 
-def test_an_unlabelled_runs_inspect_log_has_no_target_and_no_score(tmp_path: Path, testtime_cli: Cli) -> None:
+def test_an_unlabelled_runs_inspect_log_has_no_target_no_grade_and_its_label_free_score(
+    tmp_path: Path, testtime_cli: Cli
+) -> None:
+    """Nothing graded (no target, no `testtime` score), but the label-free confidence is a score of its own;
+    `--out DIR/` writes <run>.eval inside the folder."""
     pytest.importorskip("inspect_ai.log")
     from inspect_ai.log import read_eval_log
 
@@ -174,10 +178,17 @@ def test_an_unlabelled_runs_inspect_log_has_no_target_and_no_score(tmp_path: Pat
     done = testtime_cli("run", "--method", "majority", "--bench", str(data), "--n", "3", "--quiet",
                         "--model", "fake:const:\\boxed{4}", "--out", str(out))  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert testtime_cli("export", str(out), "--format", "inspect", "--out", str(tmp_path / "u.eval")).returncode == 0
-    [sample] = read_eval_log(str(tmp_path / "u.eval")).samples
-    assert sample.target == "" and sample.scores == {} and sample.metadata["votes"] == {"4": 3}
-    assert "score" not in {e.event for e in sample.events} and str(sample.input).count("What is 2+2?") >= 1
+    done = testtime_cli("export", str(out), "--format", "inspect", "--out", f"{tmp_path / 'exports'}/")
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in (tmp_path / "exports").iterdir()) == ["run.eval"]
+    assert not (tmp_path / "exports.eval").exists()
+    log = read_eval_log(str(tmp_path / "exports" / "run.eval"))
+    [sample] = log.samples
+    assert sample.target == "" and "testtime" not in sample.scores and sample.metadata["votes"] == {"4": 3}
+    assert sample.scores["label_free"].value == 1.0 and sample.scores["label_free"].metadata["vote_share"] == 1.0
+    assert [e.scorer for e in sample.events if e.event == "score"] == ["label_free"]
+    assert log.results.scores[0].metrics == {} and log.results.scores[1].metrics["mean"].value == 1.0
+    assert str(sample.input).count("What is 2+2?") >= 1
 
 
 @needs_chromium

@@ -182,7 +182,9 @@ def view_command(
 
 def export_command(
     run: Annotated[Path, typer.Argument(help="the run directory")],
-    out: Annotated[Path, Opt(help="the log file (.eval, or .json)")],
+    out: Annotated[
+        str, Opt(help="the log file (.eval, or .json), or a folder (DIR/ or one that exists): <run>.eval in it")
+    ],
     format: Annotated[
         str, Opt("--format", help="inspect (an inspect_ai eval log: `inspect view` opens it)")
     ] = "inspect",

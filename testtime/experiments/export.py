@@ -2,7 +2,9 @@
 
 One sample per problem: its input is the prompt that produced the chosen candidate (from the run's trace),
 its target what it was graded against (empty only when unlabelled), its output and last message the chosen
-candidate's text, its score this project's grade (C or I, with the graded answer and why), its events every
+candidate's text, its scores this project's grade (C or I, with the graded answer and why; none when
+unlabelled) and, labelled or not, `label_free` (the chosen answer's label-free confidence, its vote share and
+margin; the log's `label_free` metric is their mean), its events every
 call, round and the selection (`inspect_events.py`), its metadata the votes and rounds. The task's generate
 config is the solver calls' sampling; task and solver args the benchmark's and method's effective options.
 Needs the optional extra: `pip install 'testtime[inspect]'`.
@@ -10,6 +12,7 @@ Needs the optional extra: `pip install 'testtime[inspect]'`.
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -17,6 +20,7 @@ from typing import Any
 
 from testtime.core.errors import UserError
 from testtime.core.results import ResultRecord
+from testtime.evaluation.labelfree import confidence
 from testtime.experiments.inspect_events import calls_by_problem, generate_config, latencies, messages, sample_events
 from testtime.experiments.viewer import explain
 from testtime.experiments.viewer.data import LoadedRun, load_run
@@ -65,6 +69,20 @@ def eval_log(run: LoadedRun) -> Any:
                 metadata={"status": record.status},
             )
             events.append(ScoreEvent(score=score, target=target, scorer="testtime"))
+        sure = confidence(record)
+        label_free = None  # labelled or not: how sure the method was, from its own samples
+        if sure is not None:
+            selection = record.selection
+            label_free = Score(
+                value=sure,
+                answer=record.prediction,
+                explanation=f"label-free confidence of the chosen answer ({selection.selector if selection else '-'})",
+                metadata={
+                    "vote_share": selection.majority_ratio if selection else None,
+                    "margin": selection.margin if selection else None,
+                },
+            )
+            events.append(ScoreEvent(score=label_free, scorer="label_free"))
         samples.append(
             EvalSample(
                 id=pid,
@@ -73,7 +91,7 @@ def eval_log(run: LoadedRun) -> Any:
                 target=target or "",
                 messages=[*prompt, ChatMessageAssistant(content=text)],
                 output=ModelOutput.from_content(model=model, content=text),
-                scores={"testtime": score} if score else {},
+                scores={name: value for name, value in (("testtime", score), ("label_free", label_free)) if value},
                 metadata={
                     "prediction": record.prediction,
                     "status": record.status,
@@ -112,7 +130,10 @@ def eval_log(run: LoadedRun) -> Any:
         results=EvalResults(
             total_samples=len(samples),
             completed_samples=len(samples),
-            scores=[EvalScore(name="testtime", scorer="testtime", metrics=metrics)],
+            scores=[
+                EvalScore(name="testtime", scorer="testtime", metrics=metrics),
+                EvalScore(name="label_free", scorer="label_free", metrics=_confidence_metric(samples, EvalMetric)),
+            ],
         ),
         stats=EvalStats(
             started_at=created,
@@ -127,6 +148,12 @@ def eval_log(run: LoadedRun) -> Any:
         ),
         samples=samples,
     )
+
+
+def _confidence_metric(samples: list[Any], metric: Any) -> dict[str, Any]:
+    """The mean label-free confidence over the samples that have one (none: no metric, never a 0)."""
+    values = [s.scores["label_free"].value for s in samples if "label_free" in s.scores]
+    return {"mean": metric(name="mean", value=sum(values) / len(values))} if values else {}
 
 
 def target_of(record: ResultRecord, domain: str) -> str | None:
@@ -147,12 +174,19 @@ def _completed(created: str, wall_s: float | None) -> str:
         return created
 
 
-def export(path: Path, out: Path, fmt: str = "inspect") -> Path:
+def export(path: Path, out: str | Path, fmt: str = "inspect") -> Path:
+    """Write the log to `out`: a file (.eval or .json; any other name gets .eval), or inside a folder (one that
+    exists, or a name ending in /) as <run>.eval."""
     if fmt not in FORMATS:
         raise UserError(f"--format must be {' or '.join(FORMATS)}, not '{fmt}'")
     log = eval_log(load_run(path))
     from inspect_ai.log import write_eval_log
 
-    out = out if out.suffix in (".eval", ".json") else out.with_suffix(".eval")
-    write_eval_log(log, str(out))
-    return out
+    target = Path(out)
+    if str(out).endswith(("/", os.sep)) or target.is_dir():
+        target.mkdir(parents=True, exist_ok=True)
+        target = target / f"{Path(path).resolve().name}.eval"
+    elif target.suffix not in (".eval", ".json"):
+        target = target.with_suffix(".eval")
+    write_eval_log(log, str(target))
+    return target
