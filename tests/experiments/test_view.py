@@ -4,6 +4,7 @@ shows a problem's rounds, served from 127.0.0.1 or as one static file; a model's
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -243,3 +244,20 @@ def test_an_html_comment_opener_cannot_blank_the_static_page(tmp_path: Path, tes
     page = dom(f"{page_file.as_uri()}#run=0&problem=q1")
     assert 'data-shown="q1"' in page and errors_in(page).strip() == ""
     assert "&lt;!--&lt;script&gt;" in page  # shown as text, in the statement and the answer
+
+
+@needs_chromium
+def test_the_list_of_problems_shows_each_question_and_its_confidence(tmp_path: Path, testtime_cli: Cli) -> None:
+    """A served run's rows are request ids: the question beside each says what was asked; the label-free
+    confidence is a column, and the filter finds a problem by its question."""
+
+    served = tmp_path / "served"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "fixtures" / "runs" / "served-majority-v2", served)
+    (served / "problems.jsonl").unlink()  # as a served run leaves it: the question comes from the prompt
+    page_file = tmp_path / "served.html"
+    assert testtime_cli("view", str(served), "--html", str(page_file)).returncode == 0
+    page = dom(page_file.as_uri())
+    assert errors_in(page).strip() == ""
+    rows = re.findall(r'<tr class="problem".*?</tr>', page, re.S)
+    assert len(rows) == 2 and all('class="confidence">1.00<' in row for row in rows)
+    assert sorted(re.search(r'class="question">([^<]*)<', row)[1][:6] for row in rows) == ["Say 1.", "Say 2."]

@@ -17,6 +17,7 @@ from testtime.core.records import Problem
 from testtime.core.results import ResultRecord, TTRLStep, read_steps
 from testtime.core.selection import ExecutionEvidence
 from testtime.core.trace import TraceLine, read_trace
+from testtime.evaluation.labelfree import confidence
 from testtime.evaluation.summary import RunSummary
 from testtime.experiments.viewer import explain
 from testtime.experiments.viewer.mathml import to_tree
@@ -24,6 +25,7 @@ from testtime.run.directory import RunDir
 from testtime.run.manifest import RunManifest
 
 TEXT_CHARS = 6000  # a candidate's text as shown; the trace holds it whole
+QUESTION_CHARS = 100  # a problem's opening words in the list of problems
 
 
 @dataclass
@@ -121,10 +123,12 @@ def index(run: LoadedRun) -> dict[str, Any]:
         "problems": [
             {
                 "id": pid,
+                "question": _question(run, pid, record),
                 "method": run.methods.get(pid, settings.method),
                 "correct": record.correct,
                 "status": record.status,
                 "prediction": (record.graded_answer or record.prediction or "")[:80],
+                "confidence": confidence(record),  # label-free: how sure the method was, labelled or not
                 "samples": len(record.candidates),
                 "rounds": len(record.rounds),
                 **_cost(by_problem[pid]),
@@ -133,6 +137,14 @@ def index(run: LoadedRun) -> dict[str, Any]:
         ],
         "curves": _curves(run),
     }
+
+
+def _question(run: LoadedRun, pid: str, record: ResultRecord) -> str:
+    """The problem's opening words: its statement, or (a served request, a run before problems.jsonl) the last
+    user message of its first call's prompt."""
+    problem = run.problems.get(pid)
+    text = problem.statement if problem else run.prompt_text(next((c.call for c in record.candidates if c.call), None))
+    return " ".join((text or "").split())[:QUESTION_CHARS]
 
 
 def _curves(run: LoadedRun) -> dict[str, list[Any]]:

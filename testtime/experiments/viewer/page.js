@@ -52,15 +52,17 @@ function runTable(run, r) {
     curve(run.curves.audit_step, {"label accuracy (audit)": run.curves.label_correct, "policy accuracy (audit)": run.curves.ground_truth_ratio}));
   const filter = $("input", {placeholder: "filter problems", id: `filter-${r}`});
   const mixed = new Set(run.problems.map(p => p.method)).size > 1;  // a served run whose requests named methods
-  const heads = ["problem", "", ...(mixed ? ["method"] : []), "status", "prediction", "calls", "tokens", "cost"];
+  const heads = ["problem", "question", "", ...(mixed ? ["method"] : []), "status", "prediction", "confidence", "calls", "tokens", "cost"];
   const table = $("table", {}, $("tr", {}, ...heads.map(t => $("th", {text: t}))));
   for (const p of run.problems) {
-    const row = $("tr", {class: "problem", "data-run": r, "data-problem": p.id}, $("td", {text: p.id}), $("td", {}, verdict(p.correct)),
-      ...(mixed ? [$("td", {text: p.method})] : []), $("td", {text: p.status}), $("td", {text: p.prediction}), $("td", {text: p.calls}), $("td", {text: p.tokens}), $("td", {text: `$${fmt(p.cost_usd, 4)}`}));
+    const row = $("tr", {class: "problem", "data-run": r, "data-problem": p.id, "data-question": p.question}, $("td", {text: p.id}),
+      $("td", {class: "question", text: p.question}), $("td", {}, verdict(p.correct)),
+      ...(mixed ? [$("td", {text: p.method})] : []), $("td", {text: p.status}), $("td", {text: p.prediction}),
+      $("td", {class: "confidence", text: fmt(p.confidence, 2)}), $("td", {text: p.calls}), $("td", {text: p.tokens}), $("td", {text: `$${fmt(p.cost_usd, 4)}`}));
     row.onclick = () => { location.hash = `run=${r}&problem=${encodeURIComponent(p.id)}`; };
     table.append(row);
   }
-  filter.oninput = () => { for (const row of table.querySelectorAll("tr.problem")) row.style.display = row.dataset.problem.includes(filter.value) ? "" : "none"; };
+  filter.oninput = () => { for (const row of table.querySelectorAll("tr.problem")) row.style.display = (row.dataset.problem + " " + row.dataset.question).toLowerCase().includes(filter.value.toLowerCase()) ? "" : "none"; };
   box.append(filter, table);
   return box;
 }
