@@ -285,3 +285,16 @@ def test_a_local_model_says_it_is_loading_before_the_first_answer(tmp_path: Path
     with console.capture() as captured, pytest.raises(UserError, match="cannot load hf model"):
         HFModel(str(tmp_path / "no-such-model"), name="hf:mine").load()
     assert f"loading model hf:mine from {tmp_path / 'no-such-model'}" in captured.get()
+
+
+def test_a_run_whose_stderr_is_no_terminal_prints_progress_lines(tmp_path: Path) -> None:
+    """A log file, CI or nohup gets no bars: a plain line at each tenth of the problems (and every 10 s),
+    each with the calls, tokens and cost so far; --quiet prints none."""
+    run = ("run", "--bench", "arith", "--limit", "20", "--model", "fake:echo", "--n", "2")
+    result = cli(*run, "--out", str(tmp_path / "a"))
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith("progress: ")]
+    assert len(lines) == 10 and lines[-1].startswith("progress: 20/20 problems · calls 40 ")
+    assert "━" not in result.stderr  # no bar drawn into the log
+    quiet = cli(*run, "--out", str(tmp_path / "b"), "--quiet")
+    assert quiet.returncode == 0 and "progress: " not in quiet.stderr

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from statistics import mean
 
 from rich.console import Console
@@ -29,6 +30,9 @@ from testtime.run.observer import ProgressPlan
 
 TRUNCATION_WARNING = 0.1  # a share of samples cut at --max-tokens that a reader must be told about
 ERROR_WARNING = 0.05  # a share of failed samples that a reader must be told about
+# Not on a terminal (a log file, CI, nohup), bars do not draw: a plain line instead, this often at most apart,
+# and at each tenth of the problems.
+PROGRESS_LINE_S = 10.0
 EXIT_ALL_FAILED = 3  # `testtime run`'s exit status when no call succeeded: nothing was measured
 EXIT_STOPPED = 4  # `testtime run`'s exit status when a budget stopped it before the end (resume to finish)
 console = Console(stderr=True)  # progress and status
@@ -53,7 +57,8 @@ def show_model_notices() -> None:
 
 class RunProgress:
     """A `RunObserver` drawn with rich: the problem bar, and for multi-call methods the calls and rounds bars
-    (a TRT problem finishes only after all its rounds, so the problem bar alone would sit still)."""
+    (a TRT problem finishes only after all its rounds, so the problem bar alone would sit still). Where stderr
+    is no terminal, a plain line every `PROGRESS_LINE_S` seconds and at each tenth of the problems."""
 
     def __init__(self, enabled: bool = True) -> None:
         self.progress = Progress(
@@ -64,7 +69,7 @@ class RunProgress:
             TimeElapsedColumn(),
             TimeRemainingColumn(),
             console=console,
-            disable=not enabled,
+            disable=not enabled or not console.is_terminal,  # no terminal: lines (`_line`), not bars
             transient=False,
         )
         self.plan: ProgressPlan | None = None
@@ -72,6 +77,9 @@ class RunProgress:
         self.calls: TaskID | None = None
         self.rounds: TaskID | None = None
         self.calls_at_start = 0
+        self.lines = enabled and not console.is_terminal
+        self.started = self.last_line = time.monotonic()
+        self.done = 0
         if enabled:
             show_model_notices()
 
@@ -79,6 +87,7 @@ class RunProgress:
         self.plan = plan
         self.calls_at_start = plan.totals.calls + plan.totals.cache_hits
         self.task = self.progress.add_task("problems", total=plan.problems, completed=plan.done, stats="")
+        self.done = plan.done
         if plan.planned_calls:
             self.calls = self.progress.add_task("calls", total=plan.planned_calls, stats="")
         if plan.rounds:
@@ -100,6 +109,25 @@ class RunProgress:
             self.progress.update(self.calls, completed=totals.calls + totals.cache_hits - self.calls_at_start)
         if self.rounds is not None:
             self.progress.update(self.rounds, completed=rounds_done)
+        self.done += advance
+        if self.lines:
+            self._line(advance)
+
+    def _line(self, advance: int) -> None:
+        assert self.plan is not None
+        now, total = time.monotonic(), max(self.plan.problems, 1)
+        tenth = advance and self.done * 10 // total != (self.done - advance) * 10 // total
+        if not tenth and now - self.last_line < PROGRESS_LINE_S:
+            return
+        self.last_line = now
+        elapsed = int(now - self.started)
+        console.print(
+            f"progress: {self.done}/{self.plan.problems} problems · {self._stats()} · "
+            f"{elapsed // 60}:{elapsed % 60:02d} elapsed",
+            soft_wrap=True,
+            markup=False,
+            highlight=False,
+        )
 
     def problem_done(self, record: ResultRecord, rounds_done: int) -> None:
         self.tick(rounds_done, advance=1)

@@ -139,9 +139,8 @@ class SharedFlags:
 
     @property
     def progress(self) -> bool:
-        import sys
-
-        return not self.values.get("quiet") and sys.stderr.isatty()
+        """Progress unless --quiet: bars on a terminal, plain lines elsewhere (`display.RunProgress`)."""
+        return not self.values.get("quiet")
 
 
 def run_settings(

@@ -279,6 +279,6 @@ def miniature_command(
     from testtime.cli.display import RunProgress
     from testtime.experiments.ttrl_miniature import report_lines, run_miniature
 
-    summary = run_miniature(out, size, steps, RunProgress(not quiet and sys.stderr.isatty()))
+    summary = run_miniature(out, size, steps, RunProgress(not quiet))
     typer.echo("\n".join(report_lines(summary)))
     typer.echo(f"curve: {out / 'ttrl_curve.png'}")
