@@ -34,7 +34,7 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name, bench, method in (("maj", data, "majority"), ("one", unlabelled, "single")):
         done = _run_cli(
             "run", "--method", method, "--bench", str(bench), "--model", "fake:echo", "--quiet", "--out",
-            str(runs / "grid" / name),
+            str(runs / "grid" / name), "--bench-opt", "domain=math",  # "Say 5." unlabelled would be a chat
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
     assert _run_cli("run", "--replay", str(runs / "grid" / "maj"), "--quiet").returncode == 0

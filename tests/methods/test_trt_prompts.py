@@ -46,7 +46,8 @@ def test_solvers_are_never_told_the_chosen_answer_is_wrong(tmp_path: Path, testt
     with MockChatServer(reply=reply) as server:
         done = testtime_cli(
             "run", "--method", "trt", "-T", "4", "-K", "4", "--no-strategies", "--no-knowledge", "--bench",
-            str(problems), "--model", "openai:mock", "--api-base", server.url, "--out", str(out), "--quiet",
+            str(problems), "--bench-opt", "domain=math", "--model", "openai:mock", "--api-base", server.url,
+            "--out", str(out), "--quiet",
         )  # fmt: skip
     assert done.returncode == 0, done.stderr
     records = [json.loads(line)["record"] for line in (out / "rounds.jsonl").read_text().splitlines()]
