@@ -9,6 +9,8 @@ import json
 import textwrap
 from pathlib import Path
 
+import pytest
+
 PLUGIN = textwrap.dedent(
     '''
     """Every extension point at once: a method, a selector, a benchmark, a reward and a model provider."""
@@ -389,3 +391,28 @@ def test_each_reward_function_has_its_own_name_in_trl() -> None:
         reward_function("random", random_p=0.25).__name__,
     ]
     assert names[0] == "testtime_majority" and len(set(names)) == len(names), names
+
+
+def _builtin_modules() -> list[str]:
+    from testtime.api import BENCHMARKS, METHODS, MODELS, SELECTORS
+    from testtime.sandbox import SANDBOXES
+
+    return [m for registry in (METHODS, SELECTORS, BENCHMARKS, MODELS, SANDBOXES) for m in registry.builtins]
+
+
+@pytest.mark.parametrize("module", _builtin_modules())
+def test_any_builtin_module_imported_first_leaves_every_registry_whole(module: str) -> None:
+    """A built-in's own registration must not import its siblings (a half-imported module's names are not yet
+    there): whichever a user imports first, every registry then lists all its built-ins."""
+    import subprocess
+    import sys
+
+    script = (
+        f"import {module}, testtime\n"
+        "print([len(r.names()) for r in (testtime.METHODS, testtime.SELECTORS, testtime.BENCHMARKS, testtime.MODELS)])"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    from testtime.api import BENCHMARKS, METHODS, MODELS, SELECTORS
+
+    assert done.stdout.strip() == str([len(r.builtin_names()) for r in (METHODS, SELECTORS, BENCHMARKS, MODELS)])

@@ -22,7 +22,7 @@ class Registry(Generic[T]):
     def __init__(self, kind: str, builtins: tuple[str, ...] = ()) -> None:
         """`builtins`: the modules whose import registers this registry's own entries."""
         self.kind = kind
-        self._builtins = builtins
+        self.builtins = builtins
         self._loaded = not builtins
         self._factories: dict[str, Callable[..., T]] = {}
         self._help: dict[str, str] = {}
@@ -30,7 +30,8 @@ class Registry(Generic[T]):
 
     def register(self, name: str, help: str = "") -> Callable[[Callable[..., T]], Callable[..., T]]:
         def decorate(factory: Callable[..., T]) -> Callable[..., T]:
-            self.load_builtins()
+            if factory.__module__ not in self.builtins:  # a built-in's own import must not import the others
+                self.load_builtins()
             plugin = plugins.loading_plugin()
             if name in self._factories:  # the built-ins are in by now: a plugin cannot take one's name
                 raise ValueError(f"{self.kind} '{name}' registered twice")
@@ -50,7 +51,7 @@ class Registry(Generic[T]):
         if self._loaded:
             return
         self._loaded = True  # first: each module's own `register` calls come back here
-        for module in self._builtins:
+        for module in self.builtins:
             importlib.import_module(module)
 
     def get(self, name: str) -> Callable[..., T]:
