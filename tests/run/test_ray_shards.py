@@ -34,7 +34,7 @@ def shard_results(run: Path) -> int:
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[object]:
-    pytest.importorskip("ray")
+    pytest.importorskip("ray", reason="needs Ray: bash scripts/install --verl (or pip install 'testtime[ray]')")
     from ray.cluster_utils import Cluster
 
     local = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
@@ -140,7 +140,7 @@ def test_shards_without_ray_and_ray_with_a_shard_are_refused(testtime_cli: Calla
 def test_a_local_ray_instance_does_not_outlive_its_killed_driver() -> None:
     """`--ray local` starts Ray's head in the driver; after a kill -9 of the driver its dashboard and runtime-env
     agents used to live on, re-parented to init. Every process the driver started is gone now."""
-    pytest.importorskip("ray")
+    pytest.importorskip("ray", reason="needs Ray: bash scripts/install --verl (or pip install 'testtime[ray]')")
     import psutil
 
     script = "from testtime.run.ray_shards import connect\nconnect('local')\nprint('up', flush=True)\n"

@@ -15,7 +15,7 @@ from testtime.run.directory import RunDir
 from testtime.selectors import SelectionContext, build_selector
 
 pytestmark = pytest.mark.extras
-verl = pytest.importorskip("verl")  # installed in CI through the `verl` extra
+verl = pytest.importorskip("verl", reason="needs verl: bash scripts/install --verl")  # CI's extras stage
 torch = pytest.importorskip("torch")
 from verl import DataProto  # noqa: E402
 
