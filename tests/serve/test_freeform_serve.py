@@ -87,6 +87,9 @@ def test_by_default_a_chat_is_text_and_a_sum_is_math_each_recorded(tmp_path: Pat
     assert (arithmetic.domain, arithmetic.domain_from) == ("math", "auto")
     manifest = json.loads((server["out"] / "config.json").read_text())
     assert manifest["benchmark"]["domain"] == "auto"
+    recorded = {r.problem_id: r for r in RunDir.open_existing(server["out"]).read_results()}
+    assert recorded[chat.id].prediction == haiku.choices[0].message.content  # the reply the client received
+    assert recorded[chat.id].status == "unlabelled"  # not no_answer
 
 
 def test_a_failed_upstream_is_a_502_the_openai_sdk_does_not_retry(tmp_path: Path) -> None:
