@@ -61,7 +61,12 @@ class ServedRequest:
     @property
     def statement(self) -> str:
         """The problem: the last user turn (strategies and reflection quote it)."""
-        return next(m.content for m in reversed(self.messages) if m.role == "user")
+        return last_user_turn(self.messages)
+
+
+def last_user_turn(messages: list[Message]) -> str:
+    """A conversation's problem: its last user turn (parsing makes sure there is one)."""
+    return next(m.content for m in reversed(messages) if m.role == "user")
 
 
 def parse_request(
@@ -109,8 +114,7 @@ def parse_request(
         raise BadRequest(f"'testtime.domain' must be auto, math, code or text, not {domain!r}")
     domain_from = "request" if "domain" in extra else "server"
     if domain == "auto":  # a chat (a haiku, a question in words) goes upstream as written; a sum gets its box
-        statement = next(m.content for m in reversed(messages) if m.role == "user")
-        domain, domain_from = auto_domain([statement]), "auto"
+        domain, domain_from = auto_domain([last_user_turn(messages)]), "auto"
     sampling = {}
     for key, low, high in (("temperature", 0.0, 2.0), ("top_p", 1e-9, 1.0)):
         if body.get(key) is not None:
