@@ -12,7 +12,7 @@ from testtime.core.cache import CompletionCache
 from testtime.core.errors import ModelError, TransientModelError
 from testtime.core.ledger import Ledger, read_entries
 from testtime.core.records import Message, SamplingParams
-from testtime.core.rollout import RetryPolicy, RolloutEngine
+from testtime.core.rollout import RetryPolicy, RolloutEngine, sample_seed
 from testtime.models.fake import FakeModel
 
 PROMPT = [Message(role="user", content="What is 2 + 3?")]
@@ -51,6 +51,77 @@ def test_each_sample_gets_its_own_seed() -> None:
 
     asyncio.run(engine(FakeModel(script)).sample(PROMPT, 5, SamplingParams(seed=7)))
     assert len(set(seen)) == 5
+
+
+def test_a_second_call_of_a_problem_draws_new_samples() -> None:
+    model = FakeModel()
+    eng = engine(model)
+
+    async def twice() -> list[list[str | None]]:
+        first = await eng.sample(PROMPT, 2, SamplingParams(seed=1), problem_id="p")
+        second = await eng.sample(PROMPT, 2, SamplingParams(seed=1), problem_id="p")
+        return [[c.call for c in first], [c.call for c in second]]
+
+    first, second = asyncio.run(twice())
+    assert model.calls == 4 and eng.ledger.totals.cache_hits == 0
+    assert len(set(first + second)) == 4  # four samples, four call ids: none is a copy of another
+
+
+def test_first_asks_for_the_same_samples_again() -> None:
+    model = FakeModel()
+    eng = engine(model)
+
+    async def again() -> tuple[list[str | None], list[str | None]]:
+        drawn = await eng.sample(PROMPT, 3, SamplingParams(seed=1), problem_id="p")
+        same = await eng.sample(PROMPT, 3, SamplingParams(seed=1), problem_id="p", first=0)
+        return [c.call for c in drawn], [c.call for c in same]
+
+    drawn, same = asyncio.run(again())
+    assert drawn == same and model.calls == 3
+
+
+def test_draws_are_counted_per_problem_and_per_call() -> None:
+    seeds: list[int | None] = []
+
+    def script(messages: Sequence[Message], params: SamplingParams) -> str:
+        seeds.append(params.seed)
+        return "x"
+
+    eng = engine(FakeModel(script))
+
+    async def calls() -> None:
+        await eng.sample(PROMPT, 2, SamplingParams(seed=1), problem_id="p")
+        await eng.sample(PROMPT, 2, SamplingParams(seed=1), problem_id="q")  # another problem: its own first draw
+        await eng.sample(PROMPT, 2, SamplingParams(seed=2), problem_id="p")  # other params: another call
+        await eng.sample(PROMPT, 2, SamplingParams(seed=1), problem_id="p", purpose="tests")
+
+    asyncio.run(calls())
+    calls_made = [(1, "p", "solve"), (1, "q", "solve"), (2, "p", "solve"), (1, "p", "tests")]
+    firsts = [sample_seed(base, i, pid, purpose, "per-problem") for base, pid, purpose in calls_made for i in (0, 1)]
+    assert seeds == firsts  # each of the four calls drew its indices 0 and 1
+
+
+def test_a_resumed_engine_meets_the_same_draws_in_the_cache() -> None:
+    cache, model = CompletionCache(None), FakeModel()
+
+    async def two_calls(eng: RolloutEngine) -> list[str | None]:
+        first = await eng.sample(PROMPT, 2, SamplingParams(seed=1), problem_id="p")
+        second = await eng.sample(PROMPT, 2, SamplingParams(seed=1), problem_id="p")
+        return [c.call for c in first + second]
+
+    paid = asyncio.run(two_calls(engine(model, cache)))
+    resumed = engine(None, cache)  # replay: only the cache answers
+    assert asyncio.run(two_calls(resumed)) == paid
+    assert resumed.ledger.totals.cache_hits == 4 and model.calls == 4
+
+
+def test_a_forgotten_problem_starts_its_draws_again() -> None:
+    model = FakeModel()
+    eng = engine(model)
+    asyncio.run(eng.sample(PROMPT, 2, SamplingParams(seed=1), problem_id="p"))
+    eng.forget("p")
+    asyncio.run(eng.sample(PROMPT, 2, SamplingParams(seed=1), problem_id="p"))
+    assert model.calls == 2 and eng.ledger.totals.cache_hits == 2
 
 
 def test_transient_errors_are_retried_then_succeed() -> None:

@@ -138,9 +138,11 @@ def test_n_per_request_sends_a_problems_samples_in_one_request_with_per_sample_r
     totals = entries.totals
     assert totals.calls == 20  # a ledger line (and a cache key) per sample
     assert totals.prompt_tokens == prompt_tokens  # each prompt's prefill counted once, as the server did it
-    # Again: every sample from the cache, nothing sent.
+    # Again, as a resume does (the problems answered anew): every sample from the cache, nothing sent.
     with MockChatServer() as again:
         engine.model = resolve_model("openai:mock", api_base=[again.url])
+        for i in range(5):
+            engine.forget(f"p{i}")
         solve(engine, problems=5, n=4)
         assert again.requests == 0
     assert engine.ledger.totals.cache_hits == 20

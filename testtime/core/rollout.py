@@ -138,6 +138,9 @@ class RolloutEngine:
         self.trace = trace or Trace(None)
         self.stop: RunStopped | None = None  # set by `request_stop`: no new call starts after it
         self._secret_values: list[str] | None = None
+        # per problem, the next sample index of each call (model, messages, params, purpose): a second `sample`
+        # of the same call draws new samples, not the first ones back from the cache
+        self._drawn: dict[str, dict[str, int]] = {}
 
     def with_model(self, model: LanguageModel, model_name: str) -> RolloutEngine:
         """Other weights (TTRL's trained model) behind this engine's cache, ledger, trace, retries and budgets;
@@ -177,11 +180,30 @@ class RolloutEngine:
         problem_id: str = "",
         purpose: CallPurpose = "solve",
         step: int | None = None,
+        first: int | None = None,
     ) -> list[Completion]:
-        units = [self._unit(messages, params, i, problem_id, purpose, step) for i in range(n)]
+        """n samples of one call. Each call of a problem draws fresh sample indices: a second call with the same
+        messages and params continues where the first stopped (indices n..2n-1), so its samples are new ones;
+        `first=0` asks for the first call's samples again. A resumed run makes its calls in the same order, so
+        it meets the same indices and its cache answers exactly what was paid for."""
+        start = self._next_index(messages, params, problem_id, purpose, n) if first is None else first
+        units = [self._unit(messages, params, i, problem_id, purpose, step) for i in range(start, start + n)]
         if self.n_per_request and n > 1 and self.model is not None and self.model.takes_n:
             return await self._together(messages, units)
         return await gather_landed(*(self._one(messages, unit) for unit in units))
+
+    def _next_index(
+        self, messages: Sequence[Message], params: SamplingParams, problem_id: str, purpose: CallPurpose, n: int
+    ) -> int:
+        drawn = self._drawn.setdefault(problem_id, {})
+        call = f"{purpose}\x00{cache_key(self.model_name, messages, params, 0)}"
+        start = drawn.get(call, 0)
+        drawn[call] = start + n
+        return start
+
+    def forget(self, problem_id: str) -> None:
+        """The problem is answered: its draw counters go (a served run's engine meets millions of requests)."""
+        self._drawn.pop(problem_id, None)
 
     def _unit(
         self,

@@ -101,6 +101,8 @@ class Session:
         update = await learner.learn(arrival.problem, result)
         if update is not None and source is not None:
             source.learned(update)
+        if self.engine is not None:
+            self.engine.forget(arrival.problem.id)
         return record
 
     async def drive(
