@@ -39,6 +39,25 @@ def test_greedy_samples_are_said_at_the_start_and_kept_in_the_summary(testtime_c
 
 
 @pytest.mark.parametrize(
+    ("method", "calls"),
+    [
+        (("--method", "rsa", "--method-opt", "population=4", "--method-opt", "steps=2"), 8),
+        (("--method", "trt", "--rounds", "2"), 0),
+    ],
+)
+def test_greedy_rollouts_of_rsa_and_trt_are_said_too(
+    testtime_cli: Cli, tmp_path: Path, method: tuple[str, ...], calls: int
+) -> None:
+    with MockChatServer() as upstream:
+        done, summary = _run(testtime_cli, tmp_path / "greedy", upstream.url, *method, "--temperature", "0")
+    [warning] = summary["warnings"]
+    assert "model calls per problem with the solver at temperature 0" in warning
+    assert warning in done.stderr
+    if calls:
+        assert warning.startswith(f"{calls} model calls")
+
+
+@pytest.mark.parametrize(
     ("reply", "args", "says"),
     [
         (lambda messages: "I would rather not say.", (), "no sample gave an answer"),

@@ -22,20 +22,31 @@ def token_flag(method: str) -> str:
     return "--method-opt max_response=N" if method == "ttrl" else "--max-tokens"
 
 
-def greedy_samples(sampling: dict[str, SamplingParams], samples: int | None) -> str | None:
-    """The warning for `samples` solver samples drawn at temperature 0, else None."""
+def greedy_samples(sampling: dict[str, SamplingParams], samples: int | None, calls: int | None = None) -> str | None:
+    """The warning for a plan that draws several solver samples at temperature 0, else None: `samples` of one
+    prompt (majority, TTRL's evaluation), or, for a method whose solver calls are not a fixed number of samples
+    (TRT's rounds, RSA's population), its `calls` per problem."""
     solve = sampling.get("solve")
-    if solve is None or solve.temperature != 0 or samples is None or samples < 2:
+    if solve is None or solve.temperature != 0:
         return None
-    return (
-        f"{samples} samples per problem at temperature 0 are {samples} copies of one answer: the selection "
-        "among them measures nothing (sample with --temperature > 0, or use --method single)"
-    )
+    if samples is not None and samples >= 2:
+        return (
+            f"{samples} samples per problem at temperature 0 are {samples} copies of one answer: the selection "
+            "among them measures nothing (sample with --temperature > 0, or use --method single)"
+        )
+    if samples is None and calls is not None and calls >= 2:
+        return (
+            f"{calls} model calls per problem with the solver at temperature 0: each prompt has one answer, so "
+            "rollouts of one prompt are copies and the selection among them measures little (sample with "
+            "--temperature > 0)"
+        )
+    return None
 
 
-def plan_warnings(sampling: dict[str, SamplingParams], samples: int | None) -> list[str]:
-    """What a run's plan (its sampling per kind of call, its samples per problem) shows before the first call."""
-    greedy = greedy_samples(sampling, samples)
+def plan_warnings(sampling: dict[str, SamplingParams], samples: int | None, calls: int | None = None) -> list[str]:
+    """What a run's plan (its sampling per kind of call, its samples or calls per problem) shows before the first
+    call."""
+    greedy = greedy_samples(sampling, samples, calls)
     return [greedy] if greedy else []
 
 

@@ -144,7 +144,9 @@ def execute(run: OpenRun, observer: RunObserver | None = None, retry_errors: boo
         stopped=stopped,
         retried_problems=retried,
         uses_labels=method.uses_labels(),
-        warnings=plan_warnings(effective.sampling, effective.n) if effective else [],
+        warnings=plan_warnings(effective.sampling, effective.n, effective.planned_calls_per_problem)
+        if effective
+        else [],
         **source.outcome(records),
         **extra,
     )

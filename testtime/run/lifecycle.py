@@ -74,8 +74,9 @@ def create(settings: RunSettings, out: Path | None, runs_root: Path = Path("runs
     )
     directory.write_manifest(manifest)
     notes = list(parts.benchmark.notes)
-    if manifest.effective is not None:
-        notes += [f"warning: {w}" for w in plan_warnings(manifest.effective.sampling, manifest.effective.n)]
+    plan = manifest.effective
+    if plan is not None:
+        notes += [f"warning: {w}" for w in plan_warnings(plan.sampling, plan.n, plan.planned_calls_per_problem)]
     return OpenRun(directory, manifest, parts, notes=notes, lock=lock, settings_used=settings)
 
 

@@ -177,7 +177,7 @@ class ServedRun:
         sampling = method.sampling(request.domain, base)
         messages = self.prompt(request)
         n = request.n if request.n is not None else self.settings.n
-        greedy = greedy_samples(sampling, method.effective_n(n))
+        greedy = greedy_samples(sampling, method.effective_n(n), method.planned_calls(request.domain, n))
         ctx = MethodContext(
             engine=self.engine,
             params=base,
