@@ -87,7 +87,16 @@ def test_a_share_of_a_gain_gets_a_paired_interval_and_none_of_no_gain() -> None:
     from testtime.evaluation.metrics import paired_ratio_ci
 
     same = paired_ratio_ci([0.5, 0.0, 1.0], [0.5, 0.0, 1.0])
-    assert same is not None and (same.mean, same.ci_low, same.ci_high) == (1.0, 1.0, 1.0)  # resampled together
+    assert same is not None and (same.interval.mean, same.interval.ci_low, same.interval.ci_high) == (1.0, 1.0, 1.0)
     half = paired_ratio_ci([0.5, 0.5, 0.0, 0.5], [1.0, 1.0, 0.5, 0.5], seed=3)
-    assert half is not None and half.mean == pytest.approx(0.5) and half.ci_low < 0.5 < half.ci_high
+    assert half is not None and half.interval.mean == pytest.approx(0.5)
+    assert half.interval.ci_low < 0.5 < half.interval.ci_high and half.undefined == 0.0
     assert paired_ratio_ci([0.5], [0.0]) is None and paired_ratio_ci([], []) is None  # the oracle gained nothing
+
+
+def test_resamples_without_an_oracle_gain_are_counted_not_dropped_silently() -> None:
+    from testtime.evaluation.metrics import paired_ratio_ci
+
+    # one problem of four carries the oracle's whole gain: a resample without it (0.75^4 ≈ 0.32) has no ratio
+    share = paired_ratio_ci([1.0, 0.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0], seed=1)
+    assert share is not None and 0.25 < share.undefined < 0.40

@@ -98,3 +98,56 @@ def test_ttrl_is_placed_at_its_tokens_beside_the_base_majority_there() -> None:
         "capped": True,  # 9 answers' worth of tokens, 4 base samples to vote with: said, not hidden
         "accuracy": 0.5,
     }
+
+
+def test_the_trained_model_is_set_beside_the_bases_greedy_answer() -> None:
+    """Sampled pass@1 after training against the base's greedy answer, paired by problem: a gain over the base's
+    own samples that greedy decoding already had is no gain over greedy (the reviewer's question)."""
+
+    def record(pid: str, after: tuple[bool, ...], greedy_before: bool, greedy_after: bool) -> ResultRecord:
+        audit = TTRLAudit(
+            before_sample_correct=(False, False, False, False),
+            greedy_before=greedy_before,
+            greedy_after=greedy_after,
+            steps=_visits((True, True)),
+        )
+        return ResultRecord(
+            problem_id=pid, prediction="1", correct=True, graded_answer="1", status="correct",
+            sample_correct=after, ttrl_audit=audit,
+        )  # fmt: skip
+
+    records = [
+        record("a", (True, True, False, False), greedy_before=True, greedy_after=True),
+        record("b", (True, False, False, False), greedy_before=False, greedy_after=True),
+        record("c", (False, False, False, False), greedy_before=True, greedy_after=False),
+    ]
+    summary = summarize_ttrl(records)
+    assert summary is not None and summary.pass_at_1_after_vs_greedy_before is not None
+    assert summary.pass_at_1_gain.mean == 0.25  # against the base's samples: a gain
+    # against its greedy answers (1, 0, 1): (0.5 - 1 + 0.25 - 0 + 0 - 1) / 3 = -0.417, no gain at all
+    assert round(summary.pass_at_1_after_vs_greedy_before.mean, 3) == -0.417
+    assert summary.greedy_gain is not None and summary.greedy_gain.mean == 0.0
+    dumped = summary.model_dump(by_alias=True)
+    assert "pass@1_after_vs_greedy_before" in dumped and dumped["greedy_gain"]["interval"] == "paired_bootstrap"
+
+
+def test_reward_accuracy_is_reported_for_zero_one_rewards_only() -> None:
+    from testtime.core.records import Reference
+    from testtime.core.results import TTRLEvaluation, TTRLRecord, TTRLVote
+    from testtime.evaluation.ttrl_audit import audit_ttrl
+
+    class Exact:
+        domain = "math"
+
+        def grade(self, answer: str, reference: Reference):  # type: ignore[no-untyped-def]
+            from testtime.benchmarks.base import Grade
+
+            return Grade(correct=answer == reference.answer, answer=answer, status="graded")
+
+    def steps(rewards: tuple[float, ...]) -> tuple[TTRLStepAudit, ...]:
+        vote = TTRLVote(problem_id="p", step=1, label="4", majority_ratio=0.5, answers=("4", "5"), rewards=rewards)
+        ttrl = TTRLRecord(before=TTRLEvaluation(answers=("4",)), votes=(vote,))
+        return audit_ttrl(Exact(), ttrl, Reference(problem_id="p", answer="4")).steps  # type: ignore[arg-type]
+
+    assert steps((1.0, 0.0))[0].reward_accuracy == 1.0  # majority: each reward is the sample's correctness
+    assert steps((0.9, -0.6))[0].reward_accuracy is None  # novelty's graded rewards: equality would mean nothing

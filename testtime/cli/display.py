@@ -266,6 +266,10 @@ def _ttrl_rows(table: Table, ttrl: TTRLSummary, sampled_as: str) -> None:
     table.add_row("ttrl: gain (paired, 95% CI)", _ci(ttrl.pass_at_1_gain))
     if ttrl.greedy_before is not None and ttrl.greedy_after is not None:
         table.add_row("ttrl: greedy before → after", f"{ttrl.greedy_before:.3f} → {ttrl.greedy_after:.3f}")
+    if ttrl.pass_at_1_after_vs_greedy_before is not None:
+        table.add_row("ttrl: pass@1 after − base greedy (paired)", _ci(ttrl.pass_at_1_after_vs_greedy_before))
+    if ttrl.greedy_gain is not None:
+        table.add_row("ttrl: greedy gain (paired)", _ci(ttrl.greedy_gain))
     for k, value in ttrl.maj_at_k_before.items():
         table.add_row(f"ttrl: base maj@{k} (same samples)", f"{value:.3f}")
     compute = ttrl.compute
@@ -282,7 +286,8 @@ def _ttrl_rows(table: Table, ttrl: TTRLSummary, sampled_as: str) -> None:
     per_step = ttrl.per_step
     if per_step.step:
         table.add_row("ttrl audit: label accuracy (mean)", f"{mean(per_step.label_correct):.3f}")
-        table.add_row("ttrl audit: reward accuracy (mean)", f"{mean(per_step.reward_accuracy):.3f}")
+        if per_step.reward_accuracy:  # 0/1 rewards only
+            table.add_row("ttrl audit: reward accuracy (mean)", f"{mean(per_step.reward_accuracy):.3f}")
         if per_step.train_pass_at_k:
             table.add_row("ttrl audit: training samples' pass@k (mean)", f"{mean(per_step.train_pass_at_k):.3f}")
     health = ttrl.health

@@ -182,7 +182,7 @@ class RoundAudit(Record):
 class TTRLStepAudit(Record):
     step: int
     label_correct: bool
-    reward_accuracy: float
+    reward_accuracy: float | None  # rewards equal to correctness; None where rewards are not 0/1 (it means nothing)
     ground_truth_ratio: float
     any_correct: bool = False  # some kept sample is correct (pass@k of the training samples)
 

@@ -15,6 +15,7 @@ import functools
 import itertools
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -66,12 +67,22 @@ def paired_difference_ci(a: Sequence[float], b: Sequence[float], seed: int = 0) 
     return Interval(mean=sum(differences) / len(differences), ci_low=low, ci_high=high, interval="paired_bootstrap")
 
 
+@dataclass(frozen=True)
+class RatioInterval:
+    """A ratio of means with its paired bootstrap interval, and the share of resamples that had no ratio (their
+    denominator not positive): the interval is conditional on those that had one, and says how many did not."""
+
+    interval: Interval
+    undefined: float  # share of resamples left out of the interval
+
+
 def paired_ratio_ci(
     numerator: Sequence[float], denominator: Sequence[float], seed: int = 0, iters: int = 2000
-) -> Interval | None:
+) -> RatioInterval | None:
     """mean(numerator) / mean(denominator) over paired items (per problem: one reward's gain over the oracle's),
     with a 95% percentile interval from resampling problems, the same problems for both (a paired bootstrap). A
-    resample whose denominator is not positive has no ratio and is left out; None when the full data's is not."""
+    resample whose denominator is not positive has no ratio: it is left out of the interval and counted in
+    `undefined`. None when the full data's denominator is not positive."""
     num, den = np.asarray(numerator, dtype=float), np.asarray(denominator, dtype=float)
     if len(num) == 0 or den.mean() <= 0:
         return None
@@ -79,8 +90,9 @@ def paired_ratio_ci(
     tops, bottoms = num[picks].mean(axis=1), den[picks].mean(axis=1)
     ratios = np.sort(tops[bottoms > 0] / bottoms[bottoms > 0])
     low, high = ratios[int(0.025 * len(ratios))], ratios[min(len(ratios) - 1, int(0.975 * len(ratios)))]
-    return Interval(mean=float(num.mean() / den.mean()), ci_low=float(low), ci_high=float(high),
-                    interval="paired_bootstrap")  # fmt: skip
+    interval = Interval(mean=float(num.mean() / den.mean()), ci_low=float(low), ci_high=float(high),
+                        interval="paired_bootstrap")  # fmt: skip
+    return RatioInterval(interval, undefined=1 - len(ratios) / iters)
 
 
 def bootstrap_ci(values: Sequence[float], iters: int = 2000, seed: int = 0) -> tuple[float, float]:

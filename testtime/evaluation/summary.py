@@ -81,7 +81,7 @@ class TTRLCompute(SummaryRecord):
 class TTRLPerStep(SummaryRecord):
     step: list[int] = []
     label_correct: list[float] = []
-    reward_accuracy: list[float] = []
+    reward_accuracy: list[float] = []  # empty where the rewards are not 0/1
     ground_truth_ratio: list[float] = []
     train_pass_at_k: list[float] = Field(default=[], alias="train_pass@k")
     extinction: list[float] = []
@@ -99,6 +99,10 @@ class TTRLSummary(SummaryRecord):
     pass_at_1_gain: Interval = Field(alias="pass@1_gain")  # paired by problem
     greedy_before: float | None = None
     greedy_after: float | None = None
+    # the trained model's sampled pass@1 minus the base's greedy answer, and greedy after minus greedy before,
+    # each paired by problem: does TTRL do more than sharpen the distribution as greedy decoding already does?
+    pass_at_1_after_vs_greedy_before: Interval | None = Field(None, alias="pass@1_after_vs_greedy_before")
+    greedy_gain: Interval | None = None
     maj_at_k_before: dict[str, float] = Field(default={}, alias="maj@k_before")
     per_step: TTRLPerStep = TTRLPerStep()
     health: TTRLHealth | None = None

@@ -1,15 +1,15 @@
 """TTRL's audit: what the label-free training did, judged against the sealed references, outside the method.
 
-Per problem: the base model's samples and greedy answer (before training; on math the base maj@k comes from
-these samples) and, for every training step that voted on it, TTRL's gold metrics (reference ttrl.md §7):
-`label_accuracy` (was the selected class right: its representative answer, or program, graded),
-`reward_accuracy` (share of kept samples whose reward equals the true reward) and `ground_truth_ratio`
-(share of kept samples truly correct: the policy's accuracy at the training temperature), and whether any kept
-sample is correct (pass@k of the training samples). Code programs are graded on the full evaluation suite
-in the sandbox, as the final grade is. The summary sets before beside after with a paired bootstrap CI of
-the gain, and the collapse signals TTRL-Guard (arXiv 2605.19444) names: correct-answer extinction (a prompt
-whose samples held the correct answer at an earlier visit and hold it no more) and, for a label that went
-wrong (right at one visit, wrong at a later one), how many steps later its correct answer went extinct.
+Per problem: the base model's samples and greedy answer (before training; on math the base maj@k comes from these
+samples) and, for every training step that voted on it, TTRL's gold metrics (reference ttrl.md §7): `label_accuracy`
+(was the selected class right: its representative answer, or program, graded), `reward_accuracy` (share of kept
+samples whose reward equals the true reward; null for rewards that are not 0/1) and `ground_truth_ratio` (share of
+kept samples truly correct: the policy's accuracy at the training temperature), and whether any kept sample is
+correct (pass@k of the training samples). Code programs are graded on the full evaluation suite in the sandbox, as
+the final grade is. The summary sets before beside after with a paired bootstrap CI of the gain, and the collapse
+signals TTRL-Guard (arXiv 2605.19444) names: correct-answer extinction (a prompt whose samples held the correct
+answer at an earlier visit and hold it no more) and, for a label that went wrong (right at one visit, wrong at a
+later one), how many steps later its correct answer went extinct.
 """
 
 from __future__ import annotations
@@ -49,9 +49,7 @@ def audit_ttrl(benchmark: Benchmark, ttrl: TTRLRecord, reference: Reference) -> 
             TTRLStepAudit(
                 step=vote.step,
                 label_correct=correct(vote.label),
-                reward_accuracy=mean(float(r) == float(c) for r, c in zip(vote.rewards, kept, strict=True))
-                if kept
-                else 0.0,
+                reward_accuracy=_reward_accuracy(vote.rewards, kept),
                 ground_truth_ratio=mean(kept) if kept else 0.0,
                 any_correct=any(kept),
             )
@@ -64,6 +62,16 @@ def audit_ttrl(benchmark: Benchmark, ttrl: TTRLRecord, reference: Reference) -> 
         greedy_after=correct(ttrl.greedy_after) if ttrl.greedy_after is not None else None,
         steps=tuple(steps),
     )
+
+
+def _reward_accuracy(rewards: Sequence[float], kept: Sequence[bool]) -> float | None:
+    """The share of kept samples whose reward equals their correctness: for 0/1 rewards only (a novelty or a
+    confidence reward is never equal to 0 or 1 by design, so the share would measure nothing)."""
+    if not kept:
+        return 0.0
+    if any(float(r) not in (0.0, 1.0) for r in rewards):
+        return None
+    return mean(float(r) == float(c) for r, c in zip(rewards, kept, strict=True))
 
 
 def summarize_ttrl(records: Sequence[ResultRecord], seed: int = 0) -> TTRLSummary | None:
@@ -83,10 +91,15 @@ def summarize_ttrl(records: Sequence[ResultRecord], seed: int = 0) -> TTRLSummar
             str(k): mean(maj_at_k(a.before_cluster_of, a.before_cluster_correct, k, seed) for _, a in audited)
             for k in powers_of_two_upto(n_before)
         }
-    for key in ("greedy_before", "greedy_after"):
-        values = [getattr(a, key) for _, a in audited]
+    greedy = {key: [getattr(a, key) for _, a in audited] for key in ("greedy_before", "greedy_after")}
+    for key, values in greedy.items():
         if all(v is not None for v in values):
             summary[key] = mean(values)
+    if "greedy_before" in summary:  # the base's greedy answer: what sharpening alone would give
+        base_greedy = [float(v) for v in greedy["greedy_before"]]
+        summary["pass@1_after_vs_greedy_before"] = paired_difference_ci(after, base_greedy, seed)
+        if "greedy_after" in summary:
+            summary["greedy_gain"] = paired_difference_ci([float(v) for v in greedy["greedy_after"]], base_greedy, seed)
     by_step: dict[int, list[TTRLStepAudit]] = defaultdict(list)
     for _, a in audited:
         for s in a.steps:
@@ -96,10 +109,12 @@ def summarize_ttrl(records: Sequence[ResultRecord], seed: int = 0) -> TTRLSummar
         "step": steps,
         **{
             key: [mean(getattr(s, key) for s in by_step[t]) for t in steps]
-            for key in ("label_correct", "reward_accuracy", "ground_truth_ratio")
+            for key in ("label_correct", "ground_truth_ratio")
         },
         "train_pass@k": [mean(s.any_correct for s in by_step[t]) for t in steps],
     }
+    if all(s.reward_accuracy is not None for t in steps for s in by_step[t]):  # else rewards are not 0/1: none
+        summary["per_step"]["reward_accuracy"] = [mean(s.reward_accuracy or 0.0 for s in by_step[t]) for t in steps]
     extinct_by_step: dict[int, list[bool]] = defaultdict(list)
     windows: list[int] = []
     extinct_last = []

@@ -18,7 +18,7 @@ from typing import Any
 
 from testtime.core.errors import UserError
 from testtime.core.results import read_steps
-from testtime.evaluation.metrics import Interval, paired_difference_ci, paired_ratio_ci
+from testtime.evaluation.metrics import Interval, RatioInterval, paired_difference_ci, paired_ratio_ci
 from testtime.evaluation.summary import RunSummary
 from testtime.methods.ttrl.rewards import REWARDS
 from testtime.run.directory import RunDir
@@ -78,8 +78,9 @@ def _share(
     oracle_before: dict[str, float],
     oracle_after: dict[str, float],
     seed: int,
-) -> Interval | None:
-    """This reward's gain over the oracle's, on the problems both graded, with a paired bootstrap interval."""
+) -> RatioInterval | None:
+    """This reward's gain over the oracle's, on the problems both graded, with a paired bootstrap interval (and the
+    share of resamples in which the oracle gained nothing, which have no ratio)."""
     ids = sorted(set(before) & set(after) & set(oracle_before) & set(oracle_after))
     gains = [after[i] - before[i] for i in ids]
     return paired_ratio_ci(gains, [oracle_after[i] - oracle_before[i] for i in ids], seed)
@@ -135,8 +136,11 @@ def report_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
     def ci(m: Interval | None) -> str:
         return "—" if m is None else f"{m.mean:+.3f} [{m.ci_low:+.3f}, {m.ci_high:+.3f}]"
 
-    def share(m: Interval | None) -> str:
-        return "—" if m is None else f"{m.mean:.2f} [{m.ci_low:.2f}, {m.ci_high:.2f}]"
+    def share(m: RatioInterval | None) -> str:
+        if m is None:
+            return "—"
+        i, gap = m.interval, f" ({m.undefined:.0%} no oracle gain)" if m.undefined else ""
+        return f"{i.mean:.2f} [{i.ci_low:.2f}, {i.ci_high:.2f}]{gap}"
 
     def value(x: float | None, width: int = 7) -> str:
         return f"{x:{width}.3f}" if x is not None else f"{'—':>{width}}"

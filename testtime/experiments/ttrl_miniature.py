@@ -1,12 +1,15 @@
 """The TTRL miniature: the proof, on a 2-core CPU, that label-free RL on the test problems raises accuracy.
 
 The embedded model (SmolLM2-135M-Instruct) on 32 seeded two-digit additions (`arith`, pass@1 ≈ 0.3, its maj@8
-higher: the TTRL regime), `ttrl --preset cpu` (the paper's recipe at this size: 16 votes, 8 trained, 4 prompts
-per rollout step, one optimiser step per prompt, 8 rollout steps, T=1.0; ≈ 10 minutes here). Reports pass@1
-(avg@8 at T=1.0) before and after with a paired bootstrap CI of the gain, greedy accuracy, the base maj@k from
-the same samples, and writes `ttrl_curve.png`: per step, the policy's accuracy on that step's prompts (ground-
-truth ratio), the pseudo-label's accuracy (both audited from sealed labels, outside the method) and the label-
-free majority ratio and entropy. Resumable: run it again on the same --out.
+higher: the TTRL regime) that the preset was not tuned on: the generator's seed 1, where every cpu recipe was
+tried on seed 0's set (`TUNED_ON` in methods/ttrl/settings.py). `ttrl --preset cpu` is the paper's recipe at this
+size (16 votes, 8 trained, 4 prompts per rollout step, one optimiser step per prompt, 8 rollout steps, T=1.0;
+≈ 10 minutes here). Reports pass@1 (avg@8 at T=1.0) before and after with a paired bootstrap CI of the gain,
+greedy accuracy before and after, the trained model's pass@1 against the base's greedy answer (paired: does
+training do more than greedy decoding already does?), the base maj@k from the same samples, and writes
+`ttrl_curve.png`: per step, the policy's accuracy on that step's prompts (ground-truth ratio), the
+pseudo-label's accuracy (both audited from sealed labels, outside the method) and the label-free majority ratio
+and entropy. Resumable: run it again on the same --out.
 
     testtime ttrl miniature --out runs/ttrl-miniature
 
@@ -27,23 +30,27 @@ from testtime.run.lifecycle import create_or_resume
 from testtime.run.observer import QuietObserver, RunObserver
 from testtime.run.settings import RunSettings
 
+REPORT_SET_SEED = 1  # arith's generator seed for the problems reported on; the preset was tuned on seed 0's
+
 
 def miniature_settings(size: int = 32, steps: int | None = None, seed: int = 0) -> RunSettings:
+    """The miniature's run; `seed` is the run's (sampling and training), the problems stay the held-out set."""
     return RunSettings(
         method="ttrl",
         bench="arith",
         model=DEFAULT_MODEL,
         seed=seed,
-        bench_options={"digits": "2", "size": str(size)},
+        bench_options={"digits": "2", "size": str(size), "seed": str(REPORT_SET_SEED)},
         method_options={"preset": "cpu", **({"steps": str(steps)} if steps else {})},
         concurrency=64,  # the local batch: 64 rows decode at 0.6× the cost per sample of 16 on 2 cores
     )
 
 
 def run_miniature(
-    out: Path, size: int = 32, steps: int | None = None, observer: RunObserver | None = None
+    out: Path, size: int = 32, steps: int | None = None, observer: RunObserver | None = None, seed: int = 0
 ) -> RunSummary:
-    summary = execute(create_or_resume(miniature_settings(size, steps), out), observer or QuietObserver())
+    settings = miniature_settings(size, steps, seed)
+    summary = execute(create_or_resume(settings, out), observer or QuietObserver())
     plot_curve(out, summary)
     return summary
 
@@ -102,6 +109,10 @@ def report_lines(summary: RunSummary) -> list[str]:
     ]
     if ttrl.greedy_before is not None and ttrl.greedy_after is not None:
         lines.append(f"greedy before → after    {ttrl.greedy_before:.3f} → {ttrl.greedy_after:.3f}")
+    if ttrl.greedy_gain is not None:
+        lines.append(f"greedy gain, paired      {ci(ttrl.greedy_gain)}")
+    if ttrl.pass_at_1_after_vs_greedy_before is not None:
+        lines.append(f"after − base greedy      {ci(ttrl.pass_at_1_after_vs_greedy_before)}")
     lines += [f"base maj@{k:<16}{v:.3f}" for k, v in ttrl.maj_at_k_before.items()]
     same = ttrl.compute.base_majority_at_same_tokens if ttrl.compute else None
     if same is not None and ttrl.compute is not None:

@@ -22,7 +22,7 @@ from testtime.core.errors import UserError
 from testtime.core.records import SamplingParams
 from testtime.methods import METHODS, Method, MethodContext
 from testtime.methods.online import Learner
-from testtime.methods.ttrl.settings import TTRLSettings
+from testtime.methods.ttrl.settings import TUNED_ON, TTRLSettings
 from testtime.methods.ttrl.trl_backend import require_trl
 
 LOCAL_PROVIDERS = ("hf", "vllm")
@@ -59,7 +59,8 @@ class TTRL(Method):
         super().prepare(domain, bench)
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "backend": "verl" if self.settings.verl_run else "trl"}
+        backend = "verl" if self.settings.verl_run else "trl"
+        return {**super().describe(), "backend": backend, "tuned_on": TUNED_ON[self.settings.preset]}
 
     def check_model(self, model_spec: str) -> None:
         if model_spec.partition(":")[0] not in LOCAL_PROVIDERS:

@@ -50,6 +50,20 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
+# The labelled problems each preset's settings were chosen on (recorded in every TTRL run's manifest as
+# `method.tuned_on`): a figure reported on them is not held out. `paper`: TTRL's authors chose it on the
+# benchmarks the paper reports, where training on the test problems is the method (transductive by design); `cpu`:
+# every recipe in docs/ttrl.md was tried on the first arith set, so the miniature reports on another (seed 1).
+TUNED_ON: dict[str, dict[str, Any]] = {
+    "paper": {"by": "TTRL's authors (released v3 scripts)", "benches": ["aime24", "amc23", "math500"]},
+    "cpu": {
+        "by": "this project (docs/ttrl.md)",
+        "bench": "arith",
+        "options": {"digits": 2, "ops": "+", "size": 32, "seed": 0},
+    },
+}
+
+
 # The paper's per-task schedule (TTRL's scripts, reference ttrl.md §8): epochs over the set and prompts per
 # rollout step. Our amc23 has 40 problems where TTRL's AMC has 83, so its 30 epochs are 150 steps, not 300.
 TRACKERS = {"wandb": "wandb", "tensorboard": "tensorboard"}  # name → the module TRL's callback imports
