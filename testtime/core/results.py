@@ -88,7 +88,8 @@ class TTRLVote(Record):
     votes: tuple[str | None, ...] = Field(default=(), exclude=True)  # every voted sample's answer or program
     abstained: frozenset[int] = Field(default=frozenset(), exclude=True)  # votes that joined no class
     sandbox_seconds: float = Field(default=0.0, exclude=True)
-    texts: tuple[str, ...] = Field(default=(), exclude=True)  # the kept samples' texts (the novelty reward)
+    texts: tuple[str, ...] = Field(default=(), exclude=True)  # every vote's text (the novelty reward scores all)
+    vote_rewards: tuple[float, ...] = Field(default=(), exclude=True)  # every vote's agreement reward
     token_stats: tuple[TokenStats, ...] = Field(default=(), exclude=True)  # kept samples' (confidence rewards)
 
 

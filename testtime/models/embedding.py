@@ -10,7 +10,7 @@ from typing import Any
 from testtime.core.errors import UserError
 from testtime.core.extras import require
 
-MAX_TOKENS = 1024  # a sample's first tokens: its reasoning's opening, where EVOL-RL's variation shows first
+MAX_TOKENS = 1024  # a sample's last tokens, as EVOL-RL keeps the end of a long text (where its answer is)
 
 
 class MeanPooledEmbedder:
@@ -35,6 +35,7 @@ class MeanPooledEmbedder:
             raise UserError(f"novelty embedder '{self.spec}': cannot load it ({exc})") from None
         if self._tokenizer.pad_token_id is None:
             self._tokenizer.pad_token = self._tokenizer.eos_token
+        self._tokenizer.truncation_side = "left"  # a long text keeps its tail
 
     def __call__(self, texts: Sequence[str]) -> list[list[float]]:
         import torch

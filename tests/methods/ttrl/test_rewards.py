@@ -75,7 +75,9 @@ def test_majority_is_the_votes_own_reward() -> None:
 def test_an_unknown_reward_is_a_clear_error() -> None:
     with pytest.raises(UserError, match="unknown ttrl reward 'truth'; available: entropy, format, majority, novelty"):
         TrainedReward("truth")
-    assert REWARDS.builtin_names() == ["entropy", "format", "majority", "novelty", "oracle", "random", "self_certainty"]
+    assert REWARDS.builtin_names() == [
+        "entropy", "format", "majority", "novelty", "novelty_lexical", "oracle", "random", "self_certainty"
+    ]  # fmt: skip
 
 
 def _reward_function(tmp_path: Path, reward: str) -> tuple[VoteReward, StepBuffer]:
@@ -155,7 +157,7 @@ def test_novelty_keeps_agreement_first_and_ranks_novelty_within_each_side() -> N
             )
         }
     )
-    [rewards] = TrainedReward("novelty").rewards([vote])
+    [rewards] = TrainedReward("novelty_lexical").rewards([vote])
     assert rewards[0] == rewards[1] == pytest.approx(0.5) and rewards[2] == pytest.approx(1.0)
     assert min(rewards[:3]) > max(rewards[3:])  # any agreeing sample outranks any other
     assert all(-1.0 <= r <= -0.5 for r in rewards[3:])  # the minority's range
@@ -166,7 +168,7 @@ def test_novelty_gives_a_sample_without_an_answer_a_flat_minus_one() -> None:
     vote = _vote([1.0, 1.0, 0.0, 0.0, 0.0], abstained=frozenset({4})).model_copy(
         update={"texts": ("twelve", "it is twelve", "thirteen", "it is fourteen", "a wholly new rambling text")}
     )
-    [rewards] = TrainedReward("novelty").rewards([vote])
+    [rewards] = TrainedReward("novelty_lexical").rewards([vote])
     assert rewards[4] == -1.0 and min(rewards[2:4]) == pytest.approx(-1.0) and max(rewards[2:4]) == pytest.approx(-0.5)
     assert min(rewards[:2]) >= 0.5
 
@@ -176,7 +178,7 @@ def test_novelty_mixes_the_side_mean_with_the_global_max() -> None:
     vote = _vote([1.0, 1.0, 1.0, 0.0]).model_copy(
         update={"texts": ("a b c", "a b d", "x y z", "x y z")}  # the third is the minority's copy
     )
-    [rewards] = TrainedReward("novelty").rewards([vote])
+    [rewards] = TrainedReward("novelty_lexical").rewards([vote])
     # side means 0.25, 0.25, 0 (the copy is the most novel within its side); global maxima 0.5, 0.5, 1 (a copy):
     # u = 1 − (0.5·mean + 0.5·max) = 0.625, 0.625, 0.5, so the copy is the majority's least novel
     assert rewards[:3] == pytest.approx([1.0, 1.0, 0.5])
@@ -184,7 +186,7 @@ def test_novelty_mixes_the_side_mean_with_the_global_max() -> None:
 
 def test_novelty_of_a_side_without_spread_is_the_midpoint() -> None:
     vote = _vote([1.0, 1.0]).model_copy(update={"texts": ("same words", "same words")})
-    assert TrainedReward("novelty").rewards([vote]) == [[0.75, 0.75]]
+    assert TrainedReward("novelty_lexical").rewards([vote]) == [[0.75, 0.75]]
 
 
 def test_oracle_rewards_what_the_labels_grade_correct() -> None:
@@ -237,11 +239,11 @@ def test_confidence_rewards_are_refused_on_vllm_rollouts() -> None:
 def test_novelty_compares_by_embeddings_when_given_an_embedder() -> None:
     """EVOL-RL's similarity is an embedding cosine: with one, two samples in different words but one meaning
     are alike (word overlap would call them novel)."""
-    from testtime.methods.ttrl.rewards import novelty_reward
+    from testtime.methods.ttrl.rewards import novelty_lexical_reward, novelty_reward
 
     meaning = {"twelve it is": [1.0, 0.0], "the sum is 12": [1.0, 0.0], "count the cases: 12": [0.0, 1.0]}
     vote = _vote([1.0, 1.0, 1.0]).model_copy(update={"texts": tuple(meaning)})
-    by_words = novelty_reward(vote=vote)
+    by_words = novelty_lexical_reward(vote=vote)
     by_meaning = novelty_reward(vote=vote, embed=lambda texts: [meaning[t] for t in texts])
     assert by_meaning == pytest.approx([0.5, 0.5, 1.0])  # the two paraphrases are one idea; the third is new
     assert by_words != by_meaning
@@ -257,5 +259,9 @@ def test_the_embedded_model_embeds_for_novelty() -> None:
     cosine = [sum(x * y for x, y in zip(u, v, strict=True)) for u, v in ((a, b), (a, c))]
     assert cosine[0] == pytest.approx(1.0, abs=1e-5) and cosine[1] < cosine[0]
     assert sum(x * x for x in a) == pytest.approx(1.0, abs=1e-5)  # unit vectors: a dot product is the cosine
-    assert TrainedReward("novelty", embedder="smollm2-135m").embed is not None
+    assert TrainedReward("novelty").embed is not None  # the embedded model unless another is named
     assert TrainedReward("majority", embedder="smollm2-135m").embed is None  # only novelty reads it
+    tail = " The answer is twelve."
+    long_a, long_b = "x " * 3000 + tail, "y " * 1500 + "x " * 1500 + tail  # alike in their last 1,024 tokens
+    first, second = embed([long_a, long_b])
+    assert sum(x * y for x, y in zip(first, second, strict=True)) == pytest.approx(1.0, abs=1e-5)  # the tail read

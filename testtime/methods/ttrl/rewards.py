@@ -7,13 +7,16 @@ ignored) returning one reward per kept sample. They get the vote, which is label
 options; only `oracle` gets a `LabelOracle`, which the runner opens for it alone (`run/build.py`).
 
 - `majority`: agreement with the selected class (`vote.py`).
-- `novelty`: EVOL-RL (arXiv 2509.15194), "majority selects, novelty varies". A sample's novelty is
-  u = 1 − (α·s̄ + (1 − α)·s_max), s̄ its mean similarity to the other samples on its side (the majority, or
-  the other answered samples), s_max its largest similarity to any other answered sample, α = 0.5; u is min-max
-  scaled within each side to ũ; the majority earn 0.5 + 0.5·ũ ∈ [0.5, 1], the other answered samples
-  −1 + 0.5·ũ ∈ [−1, −0.5], and a sample with no answer a flat −1. Similarity is the paper's embedding cosine
-  with `novelty_embedder=MODEL` (a transformers folder or `smollm2-135m`, mean-pooled: `models/embedding.py`);
-  by default the word-set Jaccard of the two texts, a lexical stand-in that needs no second model (a deviation).
+- `novelty`: EVOL-RL (arXiv 2509.15194), "majority selects, novelty varies", as its released reward manager
+  computes it: every one of the N_vote samples is scored (the trained ones take theirs). A sample with no answer
+  gets −1 and takes no part (if at most one sample is left, every sample gets −1). For the others, the text after
+  `</think>` is embedded (its tail, where the answer is) and similarity is the cosine clipped to [0, 1]; novelty
+  u = 1 − (½·s̄ + ½·s_max), s̄ the mean similarity to the other samples on its side (agreeing with the vote or not;
+  a side of one uses every other sample), s_max the largest similarity to any other sample; u is min-max scaled
+  within each side: the majority earn 0.5 + 0.5·ũ ∈ [0.5, 1], the others −1 + 0.5·ũ ∈ [−1, −0.5]; a side
+  without spread earns its midpoint (0.75, −0.75), a side of one its best (1.0, −0.5). The embedder is
+  `novelty_embedder` (default the embedded `smollm2-135m`, mean-pooled; the paper used Qwen3-Embedding-4B).
+  `novelty_lexical` is the same rule on word-set overlap, needing no second model: it departs from the paper.
 - `self_certainty` (Intuitor, arXiv 2505.19590): the sample's mean KL(uniform ‖ p) under the policy that wrote
   it; `entropy` (RENT): its negative mean token entropy. Both from one forward pass over the rollouts
   (`models/confidence.py`), p being the distribution at the rollouts' sampling temperature (softmax(logits/T)),
@@ -30,7 +33,7 @@ options; only `oracle` gets a `LabelOracle`, which the runner opens for it alone
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,6 +46,7 @@ from testtime.core.results import TTRLVote
 REWARDS: Registry[list[float]] = Registry("ttrl reward")
 Embed = Callable[[list[str]], list[list[float]]]  # texts → unit vectors (`models/embedding.py`)
 NOVELTY_MIX = 0.5  # EVOL-RL's α: the same-side mean similarity's weight against the global max
+DEFAULT_EMBEDDER = "smollm2-135m"  # the embedded model, offline (EVOL-RL's was Qwen3-Embedding-4B)
 
 
 @REWARDS.register("majority", help="TTRL: agreement with the selected class (the pseudo-label)")
@@ -60,13 +64,16 @@ def format_reward(*, vote: TTRLVote, **_: object) -> list[float]:
     return [0.0 if i in vote.abstained else 1.0 for i in vote.kept]
 
 
-@REWARDS.register("novelty", help="EVOL-RL: majority selects, novelty varies (word overlap in place of embeddings)")
+@REWARDS.register("novelty", help="EVOL-RL: majority selects, novelty varies (embedding cosines, every vote scored)")
 def novelty_reward(*, vote: TTRLVote, embed: Embed | None = None, **_: object) -> list[float]:
-    answered = [i not in vote.abstained for i in vote.kept]
-    agree = [r > 0 for r in vote.rewards]
-    texts = vote.texts or tuple(a or "" for a in vote.answers)
-    novelty = _scaled_novelty(_similarity(texts, embed), agree, answered)
-    return [(0.5 if a else -1.0) + 0.5 * n if ok else -1.0 for a, n, ok in zip(agree, novelty, answered, strict=True)]
+    if embed is None:
+        raise RuntimeError("the novelty reward compares embeddings: it needs an embedder (novelty_embedder)")
+    return _kept(vote, evol_rl_rewards(_embedding_similarity(_after_think(vote), embed), *_sides(vote)))
+
+
+@REWARDS.register("novelty_lexical", help="EVOL-RL's rule on word-set overlap, no embedder (departs from the paper)")
+def novelty_lexical_reward(*, vote: TTRLVote, **_: object) -> list[float]:
+    return _kept(vote, evol_rl_rewards(_word_similarity(_after_think(vote)), *_sides(vote)))
 
 
 @REWARDS.register("self_certainty", help="Intuitor: mean KL(uniform ‖ p) of the sample's tokens under the policy")
@@ -94,42 +101,87 @@ def oracle_reward(*, vote: TTRLVote, oracle: LabelOracle | None = None, **_: obj
     return [1.0 if oracle.correct(vote.problem_id, answer) else 0.0 for answer in vote.answers]
 
 
-def _similarity(texts: tuple[str, ...], embed: Embed | None) -> Callable[[int, int], float]:
-    """Pairwise similarity of the samples: the cosine of their embeddings (`novelty_embedder`), else the
-    word-set Jaccard of their texts (the offline stand-in)."""
-    if embed is not None:
-        vectors = np.asarray(embed(list(texts)), dtype=float)
-        cosines = vectors @ vectors.T  # every pair once, not a Python loop over the dimensions per pair
-        return lambda i, j: float(cosines[i, j])
+def _every_vote(vote: TTRLVote) -> tuple[list[bool], list[int]]:
+    """Each vote's agreement with the label and the trained samples' places among the votes. A vote built with
+    only its kept samples (a plugin's) is scored over those."""
+    if vote.vote_rewards:
+        return [r > 0 for r in vote.vote_rewards], list(vote.kept)
+    return [r > 0 for r in vote.rewards], list(range(len(vote.kept)))
+
+
+def _sides(vote: TTRLVote) -> tuple[list[bool], list[bool]]:
+    agree, _ = _every_vote(vote)
+    if vote.vote_rewards:
+        answered = [i not in vote.abstained for i in range(len(agree))]
+    else:
+        answered = [i not in vote.abstained for i in vote.kept]
+    return agree, answered
+
+
+def _kept(vote: TTRLVote, rewards: list[float]) -> list[float]:
+    _, kept = _every_vote(vote)
+    return [rewards[i] for i in kept]
+
+
+def _after_think(vote: TTRLVote) -> list[str]:
+    """Every scored sample's text after its last `</think>` (all of it where there is none), as EVOL-RL compares."""
+    agree, _ = _every_vote(vote)
+    texts = list(vote.texts) if len(vote.texts) == len(agree) else [a or "" for a in (vote.votes or vote.answers)]
+    return [t.rpartition("</think>")[2] if "</think>" in t else t for t in texts]
+
+
+def _embedding_similarity(texts: list[str], embed: Embed) -> np.ndarray:
+    vectors = np.asarray(embed(texts), dtype=float)
+    norms = np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-8)
+    unit = vectors / norms
+    return np.clip(unit @ unit.T, 0.0, 1.0)  # EVOL-RL clips cosines to [0, 1]
+
+
+def _word_similarity(texts: list[str]) -> np.ndarray:
     words = [set(t.lower().split()) for t in texts]
+    size = len(words)
+    similarity = np.ones((size, size))
+    for i in range(size):
+        for j in range(i + 1, size):
+            union = words[i] | words[j]
+            similarity[i, j] = similarity[j, i] = len(words[i] & words[j]) / len(union) if union else 1.0
+    return similarity
 
-    def jaccard(i: int, j: int) -> float:
-        union = words[i] | words[j]
-        return len(words[i] & words[j]) / len(union) if union else 1.0
 
-    return jaccard
-
-
-def _scaled_novelty(similarity: Callable[[int, int], float], agree: list[bool], answered: list[bool]) -> list[float]:
-    """EVOL-RL's novelty of each answered sample, min-max scaled within its side (the majority, or the other
-    answered samples): 1 − (α·mean similarity to its own side + (1 − α)·max similarity to any other answered
-    sample), α = `NOVELTY_MIX`; 0.5 where a side has one member or no spread. No-answer samples take no part."""
+def evol_rl_rewards(similarity: np.ndarray, agree: Sequence[bool], answered: Sequence[bool]) -> list[float]:
+    """EVOL-RL's reward of every sample, from their pairwise similarity (in [0, 1]), agreement with the vote and
+    whether each gave an answer (see the module's docstring for the rule)."""
     count = len(agree)
-    sides = {flag: [i for i in range(count) if answered[i] and agree[i] == flag] for flag in (True, False)}
-    everyone = [i for i in range(count) if answered[i]]
-    raw = [0.0] * count
-    for i in everyone:
-        same = [similarity(i, j) for j in sides[agree[i]] if j != i]
-        others = [similarity(i, j) for j in everyone if j != i]
-        mixed = NOVELTY_MIX * (sum(same) / len(same) if same else 0.0) + (1 - NOVELTY_MIX) * max(others, default=0.0)
-        raw[i] = 1.0 - mixed
-    scaled = [0.5] * len(raw)
-    for members in sides.values():
-        low, high = min((raw[i] for i in members), default=0.0), max((raw[i] for i in members), default=0.0)
-        if high > low:
-            for i in members:
-                scaled[i] = (raw[i] - low) / (high - low)
-    return scaled
+    if count <= 1:
+        return [1.0 if a else 0.0 for a in agree]  # nothing to compare: the vote's reward
+    scored = [i for i in range(count) if answered[i]]
+    rewards = [-1.0] * count
+    if len(scored) <= 1:
+        return rewards
+    sub = similarity[np.ix_(scored, scored)]
+    for place, reward in zip(scored, _side_rewards(sub, [agree[i] for i in scored]), strict=True):
+        rewards[place] = reward
+    return rewards
+
+
+def _side_rewards(similarity: np.ndarray, agree: list[bool]) -> list[float]:
+    count = len(agree)
+    novelty = np.empty(count)
+    for i in range(count):
+        others = [j for j in range(count) if j != i]
+        side = [j for j in others if agree[j] == agree[i]]
+        mean_similarity = similarity[i, side].mean() if side else similarity[i, others].mean()
+        novelty[i] = 1.0 - (NOVELTY_MIX * mean_similarity + (1 - NOVELTY_MIX) * similarity[i, others].max())
+    rewards = np.empty(count)
+    for flag, (floor, alone) in ((True, (0.5, 1.0)), (False, (-1.0, -0.5))):
+        members = [i for i in range(count) if agree[i] == flag]
+        if len(members) == 1:
+            rewards[members[0]] = alone
+        elif members:
+            u = novelty[members]
+            low, high = u.min(), u.max()
+            rewards[members] = floor + 0.5 * (u - low) / (high - low) if high > low else floor + 0.25
+    return rewards.tolist()
 
 
 @dataclass
@@ -140,7 +192,7 @@ class TrainedReward:
     random_p: float | None = None
     seed: int = 0
     oracle: LabelOracle | None = None  # opened by the runner for `oracle` alone
-    embedder: str | None = None  # novelty: the model whose embeddings compare samples (None: word overlap)
+    embedder: str | None = None  # novelty: the model whose embeddings compare samples (None: the embedded one)
     majority_sum: float = 0.0
     majority_count: int = 0
 
@@ -148,10 +200,10 @@ class TrainedReward:
         self.function = REWARDS.get(self.kind)
         self.rng = random.Random(f"ttrl-{self.kind}-{self.seed}")  # its own stream: the vote's draws are unchanged
         self.embed: Embed | None = None
-        if self.embedder is not None and self.kind == "novelty":
+        if self.kind == "novelty":
             from testtime.models.embedding import MeanPooledEmbedder
 
-            self.embed = MeanPooledEmbedder(self.embedder)
+            self.embed = MeanPooledEmbedder(self.embedder or DEFAULT_EMBEDDER)
 
     def p(self) -> float:
         if self.random_p is not None:

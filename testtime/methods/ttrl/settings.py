@@ -106,14 +106,15 @@ class TTRLSettings(SelectorChoice):
     top_p: float = Field(1.0, gt=0, le=1, description="rollout top-p")
     reward: str = Field(
         "majority",
-        description="trained on: majority (TTRL) | novelty (majority + diversity) | self_certainty | entropy "
+        description="trained on: majority (TTRL) | novelty (EVOL-RL: majority + diversity) | novelty_lexical (its "
+        "rule on word overlap) | self_certainty | entropy "
         "(confidence) | random | format (controls) | oracle (the true labels: an upper bound, never label-free) "
         "| a plugin's reward",
     )
     novelty_embedder: str | None = Field(
         None,
         description="novelty reward: compare samples by the cosine of this model's embeddings (a transformers "
-        "folder, or smollm2-135m; mean-pooled), as EVOL-RL; default: word-set overlap, no second model",
+        "folder, or smollm2-135m, the default; mean-pooled, each text's last 1,024 tokens), as EVOL-RL",
     )
     random_p: float | None = Field(
         None, ge=0, le=1, description="random control's P(1); default: the majority reward's running mean"

@@ -74,7 +74,7 @@ async def vote(
     ctx.rng = rng
     selection = await selector.select(problem, candidates, ctx)
     voted = reward_from(selection, problem, kept, policy, [c.answer for c in candidates])
-    return voted.model_copy(update={"texts": tuple(texts[i] for i in kept)})
+    return voted.model_copy(update={"texts": tuple(texts)})
 
 
 def reward_from(
@@ -103,6 +103,7 @@ def reward_from(
         kept=tuple(kept),
         answers=tuple(answers[i] for i in kept),
         rewards=tuple(1.0 if earns(i) else 0.0 for i in kept),
+        vote_rewards=tuple(1.0 if earns(i) else 0.0 for i in range(len(answers))),
         classes=len({s.cluster for s in selection.scores if s.cluster is not None}),
         no_answer_rate=len(abstained) / len(answers),
         votes=tuple(answers),
