@@ -30,3 +30,16 @@ def test_every_ttrl_run_records_what_its_preset_was_tuned_on() -> None:
     for preset in ("cpu", "paper"):
         described = METHODS.create("ttrl", preset=preset).describe()
         assert described["tuned_on"] == TUNED_ON[preset]
+
+
+def test_a_ttrl_runs_same_rollouts_baseline_is_its_answers_samples_not_its_tokens_k() -> None:
+    """TTRL's `same_budget_majority_n` is the k its tokens buy; `report`'s same-rollouts column takes the samples
+    its answer is drawn from (it used the tokens' k, so both columns matched tokens)."""
+    from types import SimpleNamespace
+
+    from testtime.experiments.report import _rollouts
+
+    manifest = SimpleNamespace(manifest=SimpleNamespace(run=SimpleNamespace(n=None)))
+    ttrl = SimpleNamespace(summary=SimpleNamespace(ttrl=object(), n=8, same_budget_majority_n=40), loaded=manifest)
+    trt = SimpleNamespace(summary=SimpleNamespace(ttrl=None, n=None, same_budget_majority_n=4), loaded=manifest)
+    assert _rollouts(ttrl) == 8 and _rollouts(trt) == 4  # type: ignore[arg-type]

@@ -143,6 +143,10 @@ def _differences(run: Finished, other: Finished) -> list[str]:
 
 
 def _rollouts(run: Finished) -> int:
+    """The method's solver samples per problem. TTRL's `same_budget_majority_n` is its tokens' k (the field
+    predates the two baselines), so a TTRL run's rollouts are the samples its answer is drawn from."""
+    if run.summary.ttrl is not None:
+        return run.summary.n or run.loaded.manifest.run.n or 1
     return run.summary.same_budget_majority_n or run.summary.n or run.loaded.manifest.run.n or 1
 
 
