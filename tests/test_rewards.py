@@ -47,6 +47,32 @@ def test_free_form_text_votes_by_the_medoid() -> None:
     assert reward(completions=replies, prompts=["Colour of the sky?"] * 3) == [1.0, 1.0, 0.0]
 
 
+def test_free_form_text_votes_over_the_classes_a_judge_makes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a judge, the text majority reward pays every paraphrase of the voted answer, not only copies of the
+    medoid; without one, only identical replies agree (the fallback, said in the reward's evidence)."""
+    import re
+
+    from testtime import rewards
+    from testtime.core.cache import CompletionCache
+    from testtime.core.ledger import Ledger
+    from testtime.core.rollout import RolloutEngine
+    from testtime.models.fake import FakeModel
+
+    def groups_by_city(messages, params) -> str:  # type: ignore[no-untyped-def]
+        shown = re.findall(r'<response number="(\d+)">\n(.*?)\n</response>', messages[-1].content, re.S)
+        paris = [n for n, text in shown if "Paris" in text]
+        return "Group: " + ", ".join(paris) + "\nGroup: " + ", ".join(n for n, _ in shown if n not in paris)
+
+    judge = RolloutEngine(FakeModel(groups_by_city), model_name="judge", cache=CompletionCache(None), ledger=Ledger())
+    monkeypatch.setattr(rewards, "_judge_engine", lambda spec: judge)
+    replies = ["Paris.", "The capital of France is Paris.", "The capital of France is Lyon.", "It is Paris."]
+    judged = reward_function("majority", domain="text", judge="judge")
+    assert judged(completions=replies, prompts=["Capital of France?"] * 4) == [1.0, 1.0, 0.0, 1.0]
+    assert judged.__name__ == "testtime_majority_text_judged"
+    alone = reward_function("majority", domain="text")(completions=replies, prompts=["Capital of France?"] * 4)
+    assert sum(alone) == 1.0  # without a judge: only the medoid's exact copies, here itself
+
+
 @pytest.mark.parametrize(
     ("name", "settings", "message"),
     [

@@ -27,8 +27,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from testtime.core.asyncs import off_loop
+from testtime.core.cache import CompletionCache
 from testtime.core.errors import UserError
-from testtime.core.records import Problem
+from testtime.core.ledger import Ledger
+from testtime.core.records import Problem, SamplingParams
+from testtime.core.rollout import RolloutEngine
 from testtime.methods.ttrl.reward import completion_text
 from testtime.methods.ttrl.rewards import REWARDS, TrainedReward
 from testtime.methods.ttrl.vote import VotePolicy, vote
@@ -55,6 +58,7 @@ class GroupReward:
         selector_options: dict[str, Any] | None = None,
         seed: int = 0,
         random_p: float | None = None,
+        judge: str | None = None,
     ) -> None:
         from testtime.core.plugins import load_plugins
 
@@ -70,8 +74,10 @@ class GroupReward:
         self.selector = build_selector(selector or DEFAULTS[domain], selector_options)
         self.reward = TrainedReward(name, random_p, seed)
         self.rng = random.Random(f"trl-vote-{seed}")
+        self.judge = _judge_engine(judge) if judge else None  # text: the model that says which replies agree
         # TRL logs each reward function under its __name__: one per distinct reward, its settings in the name
         chosen = [domain if domain != "math" else "", selector or "", f"seed{seed}" if seed else ""]
+        chosen.append("judged" if judge else "")
         chosen.append(f"p{random_p:g}" if random_p is not None else "")
         self.__name__ = "_".join(["testtime", name, *filter(None, chosen)])
 
@@ -94,14 +100,23 @@ class GroupReward:
         found = []
         for g, (start, end) in enumerate(groups):
             problem = Problem(id=f"group-{g}", domain=self.domain, statement=keys[start])  # type: ignore[arg-type]
-            ctx = SelectionContext(seed=self.seed)
+            ctx = SelectionContext(seed=self.seed, engine=self.judge, params=SamplingParams(temperature=0.0))
             found.append(await vote(problem, texts[start:end], self.selector, ctx, policy, self.rng))
         return found
 
 
+def _judge_engine(spec: str) -> RolloutEngine:
+    """The model that judges which free-form replies agree (one greedy call per group), its calls cached in memory."""
+    from testtime.models import resolve_model
+
+    return RolloutEngine(resolve_model(spec), model_name=spec, cache=CompletionCache(None), ledger=Ledger())
+
+
 def reward_function(name: str, **settings: Any) -> GroupReward:
     """A TRL reward function from a registered reward (`majority`, `novelty`, `format`, `random`, a plugin's);
-    `settings`: domain ("math" | "text"), selector, selector_options, seed, random_p."""
+    `settings`: domain ("math" | "text"), selector, selector_options, seed, random_p, and `judge` (a model spec:
+    on text, the model that groups the replies that give the same answer; without one, identical replies form
+    the classes, and the evidence says so)."""
     return GroupReward(name, **settings)
 
 

@@ -108,7 +108,10 @@ def test_a_free_form_file_runs_end_to_end_on_the_embedded_model(
     done = testtime_cli(*args, "--out", str(out), cwd=tmp_path, env={"HF_HUB_OFFLINE": "1"}, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["problems"] == 3 and summary["ledger"]["calls"] == 9 and summary["ledger"]["errors"] == 0
+    ledger = [json.loads(line) for line in (out / "ledger.jsonl").read_text().splitlines()]
+    judged = sum(e.get("purpose") == "consistency" for e in ledger)  # a judgement where the replies differ
+    assert summary["problems"] == 3 and summary["ledger"]["errors"] == 0
+    assert summary["ledger"]["calls"] == 9 + judged and judged <= 3
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     for record in records:  # every problem answered with one of its own replies, chosen by the medoid
         assert record["selection"]["selector"] == "medoid"

@@ -42,6 +42,8 @@ def run(
     judge: str | Callable[[str], str] | None = None,
     ledger: Ledger | None = None,
     replies: Sequence[str | None] = REPLIES,
+    problem: Problem = PROBLEM,
+    **options: str,
 ) -> tuple[Selection, Ledger, list[str]]:
     ledger, prompts = ledger or Ledger(), []
 
@@ -51,7 +53,8 @@ def run(
 
     engine = RolloutEngine(FakeModel(script), model_name="fake:", cache=CompletionCache(None), ledger=ledger)
     ctx = SelectionContext(seed=1, engine=engine, params=SamplingParams(), step=3)
-    return asyncio.run(build_selector(name).select(PROBLEM, candidates(replies), ctx)), ledger, prompts
+    selector = build_selector(name, options)
+    return asyncio.run(selector.select(problem, candidates(replies), ctx)), ledger, prompts
 
 
 def number_of(prompt: str, reply: str) -> str:
@@ -62,7 +65,7 @@ def number_of(prompt: str, reply: str) -> str:
 
 
 def test_the_medoid_is_the_reply_most_like_the_others() -> None:
-    selection, ledger, _ = run("medoid")
+    selection, ledger, _ = run("medoid", agreement="words")
     assert selection.index == 0 and selection.answer == REPLIES[0]
     assert ledger.totals.calls == 0  # no call: the texts alone decide
     assert isinstance(selection.evidence, SimilarityEvidence)
@@ -79,6 +82,58 @@ def test_identical_replies_form_one_class_and_win_a_tie() -> None:
         build_selector("medoid").select(PROBLEM, candidates(["Yes.", "No", "yes", "Maybe"]), SelectionContext())
     )
     assert selection.index == 0 and selection.cluster_sizes == (2, 1, 1) and selection.majority_ratio == 0.5
+    assert isinstance(selection.evidence, SimilarityEvidence) and selection.evidence.agreement == "words"
+    assert selection.evidence.reason == "no model to judge agreement"  # the fallback says why
+
+
+CAPITAL = Problem(id="c", domain="text", statement="What is the capital of France?")
+PARAPHRASES = ["Paris.", "The capital of France is Paris.", "It's Paris, of course.", "France's capital city: Paris"]
+CONTRADICTIONS = [f"The capital of France is {city}." for city in ("Paris", "Lyon", "Nice", "Lille")]
+CITIES = ("Paris", "Lyon", "Nice", "Lille")
+
+
+def by_meaning(prompt: str) -> str:
+    """A judge that understands the replies: it groups the shown responses by the city each one names."""
+    groups: dict[str, list[str]] = {}
+    for number, text in re.findall(r'<response number="(\d+)">\n(.*?)\n</response>', prompt, re.S):
+        groups.setdefault(next(c for c in CITIES if c in text), []).append(number)
+    return "\n".join(f"Group: {', '.join(numbers)}" for numbers in groups.values())
+
+
+def test_paraphrases_agree_and_contradictions_do_not() -> None:
+    """Word overlap says the opposite: four paraphrases of Paris share few words, four templated replies naming
+    four cities share most; the judged classes say what the replies mean."""
+    agree, ledger, prompts = run("medoid", by_meaning, replies=PARAPHRASES, problem=CAPITAL)
+    differ, _, _ = run("medoid", by_meaning, replies=CONTRADICTIONS, problem=CAPITAL)
+    for selection, confidence in ((agree, 1.0), (differ, 0.25)):
+        assert isinstance(selection.evidence, SimilarityEvidence) and selection.evidence.agreement == "judge"
+        assert selection.evidence.confidence == confidence
+    assert agree.cluster_sizes == (4,) and differ.cluster_sizes == (1, 1, 1, 1)
+    assert ledger.totals.calls == 1 and "Group the responses that give the same answer" in prompts[0]
+    words_agree, _, _ = run("medoid", replies=PARAPHRASES, problem=CAPITAL, agreement="words")
+    words_differ, _, _ = run("medoid", replies=CONTRADICTIONS, problem=CAPITAL, agreement="words")
+    confidence = [s.evidence.confidence for s in (words_agree, words_differ)]  # type: ignore[union-attr]
+    assert confidence[0] < confidence[1]  # what the judge fixes: wording, not meaning
+
+
+def test_the_vote_takes_the_largest_judged_class() -> None:
+    replies = ["The capital of France is Lyon.", "Paris.", "It is Paris.", "Lyon, I think", "Paris, France's capital"]
+    selection, _, _ = run("medoid", by_meaning, replies=replies, problem=CAPITAL)
+    assert "Paris" in (selection.answer or "") and selection.majority_ratio == 0.6
+    assert [selection.class_of(i) for i in range(5)] == [0, 1, 1, 0, 1]
+
+
+def test_a_judgement_naming_no_group_falls_back_to_words_and_says_so() -> None:
+    for judgement in ("I cannot tell.", "Group: 7, 12345678901234567890"):
+        selection, ledger, _ = run("medoid", judgement, replies=PARAPHRASES, problem=CAPITAL)
+        assert isinstance(selection.evidence, SimilarityEvidence) and selection.evidence.agreement == "words"
+        assert selection.evidence.reason == "the judgement names no group of the shown responses"
+        assert ledger.totals.calls == 1 and selection.cluster_sizes == (1, 1, 1, 1)
+
+
+def test_identical_replies_need_no_judgement() -> None:
+    selection, ledger, _ = run("medoid", by_meaning, replies=["Paris.", "paris", "Paris"], problem=CAPITAL)
+    assert ledger.totals.calls == 0 and selection.cluster_sizes == (3,)
 
 
 def test_usc_asks_once_shows_every_reply_and_takes_the_named_one(tmp_path: Path) -> None:

@@ -53,17 +53,22 @@ def test_a_chat_prompt_gets_a_reply_from_every_method_on_a_math_server(tmp_path:
     assert request.status == "answered" and request.chosen_by == extra["chosen_by"]
 
 
+JUDGE = "I have generated the following responses to the question"
+
+
 def test_a_text_server_asks_as_written_and_chooses_by_medoid_or_usc(tmp_path: Path) -> None:
     with poet() as upstream, serving(upstream.url, tmp_path, "--domain", "text") as server:
         medoid = client(server["url"]).chat.completions.create(model=f"majority-3/{SPEC}", messages=CHAT)  # type: ignore[arg-type]
         sent = [b["messages"][-1]["content"] for b in upstream.bodies]
-        assert sent == [CHAT[0]["content"]] * 3  # no \boxed{} instruction added to a chat
+        assert sent[:3] == [CHAT[0]["content"]] * 3  # no \boxed{} instruction added to a chat
+        assert len(sent) == 4 and sent[3].startswith(JUDGE)  # then the medoid asks which replies agree
         usc = client(server["url"]).chat.completions.create(
             model=f"majority-3/{SPEC}", messages=CHAT, extra_body={"testtime": {"options": {"selector": "usc"}}}
         )  # type: ignore[arg-type]
     extra = medoid.model_extra["testtime"]  # type: ignore[index]
     assert medoid.choices[0].message.content in HAIKUS[:2] and "chosen_by" not in extra
     assert extra["method"]["selector"]["name"] == "medoid" and 0.0 < extra["confidence"] < 1.0
+    assert extra["calls"] == 4  # the poet writes haiku, not groups: the words decided, after one judgement
     assert usc.model_extra["testtime"]["method"]["selector"]["name"] == "usc"  # type: ignore[index]
     assert usc.model_extra["testtime"]["calls"] == 4  # three samples and the judgement  # type: ignore[index]
     # the judge named the first response shown: the first candidate's reply (which haiku depends on arrival order)
@@ -79,7 +84,8 @@ def test_by_default_a_chat_is_text_and_a_sum_is_math_each_recorded(tmp_path: Pat
         total = [{"role": "user", "content": "What is 17 * 23?"}]
         client(server["url"]).chat.completions.create(model=f"majority-2/{SPEC}", messages=total)  # type: ignore[arg-type]
         asked = upstream.bodies[-1]["messages"][-1]["content"]
-    assert sent == [CHAT[0]["content"]] * 3 and haiku.choices[0].message.content in HAIKUS[:2]
+    assert sent[:3] == [CHAT[0]["content"]] * 3 and sent[3].startswith(JUDGE)
+    assert haiku.choices[0].message.content in HAIKUS[:2]
     assert "chosen_by" not in haiku.model_extra["testtime"]  # type: ignore[index]
     assert asked.startswith("What is 17 * 23?") and "\\boxed{}" in asked
     chat, arithmetic = served_records(server["out"])

@@ -89,8 +89,11 @@ class SimilarityEvidence(Record):
     kind: Literal["similarity"] = "similarity"
     measure: str = "mean F1 of normalised word unigrams and bigrams"
     mean_similarity: tuple[float | None, ...] = ()  # per candidate, to every other (abstained: None, and 0 to them)
-    confidence: float | None = None  # the chosen reply's mean similarity to the other candidates; None: alone
+    # judged classes: the chosen class's share of the candidates; words: the chosen reply's mean similarity to the
+    # others; None: alone
+    confidence: float | None = None
     reason: str | None = None
+    agreement: Literal["judge", "words"] | None = None  # who made the classes (None: written before either)
 
 
 class ConsistencyEvidence(Record):

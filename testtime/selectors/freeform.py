@@ -1,7 +1,12 @@
 """Label-free selection over free-form replies (prose, labels, lists): the replies themselves are the answers.
 
-- `medoid`: the reply most like the others (mean `similarity` to every other candidate), no extra call. It is
-  the sample-level analogue of a vote: where a majority class exists, its members are near one another.
+- `medoid`: a vote over classes of equivalent replies, the chosen reply the most typical member of the largest
+  class. The classes come from one judgement of the model (`agreement=judge`, the default: `agreement.py`), so
+  paraphrases of one answer are one class and templated replies naming different answers are not; the
+  confidence is the chosen class's share of the candidates. `agreement=words` (and the fallback, said in the
+  evidence, where no model can be asked or the judgement names no group): identical replies after
+  normalisation form a class, and the confidence is the chosen reply's mean word-overlap similarity to the
+  others. Within a class, the most typical reply is the one most like the others (mean `similarity`).
 - `usc`: universal self-consistency (Chen et al. 2023, arXiv 2311.17311): one extra call shows the model every
   reply and asks which is the most consistent with the rest ("The most consistent response is Response X");
   an unreadable or failed judgement falls back to the medoid, and says so. The call is in the ledger as its own
@@ -10,18 +15,16 @@
   with distinct three-digit numbers drawn from a hash of the question and every reply (the paper numbers them
   0, 1, ...), so a reply that tells the judge to name "Response 2" names none, and the medoid chooses. Each
   reply and the whole prompt are capped (the evidence counts the replies cut), and only a number of at most
-  three digits is read from the judgement.
+  three digits is read from the judgement. Its confidence is the word-overlap one.
 
-Identical replies (after normalisation) form one class; a candidate with no reply abstains. The confidence
-either implies is the chosen reply's mean similarity to the other candidates (abstained ones count 0).
+A candidate with no reply abstains (in no class; it counts 0 to the others' similarity).
 """
 
 from __future__ import annotations
 
-import hashlib
-import random
 import re
 from collections.abc import Sequence
+from typing import Literal
 
 from testtime.core.answers.freeform import Bags, final_reply, normalize_text
 from testtime.core.ledger import CallPurpose
@@ -29,6 +32,9 @@ from testtime.core.options import Options, flag
 from testtime.core.records import Candidate, Message, Problem, SamplingParams
 from testtime.core.selection import CandidateScore, ConsistencyEvidence, Selection, SimilarityEvidence
 from testtime.selectors import SELECTORS, SelectionContext, Selector
+from testtime.selectors.agreement import PROMPT_CHARS, judge_prompt, judged_classes, response_labels
+
+__all__ = ["PROMPT_CHARS", "Medoid", "medoid_of", "reply_of"]
 
 USC_PROMPT = """I have generated the following responses to the question: {question}
 
@@ -37,10 +43,6 @@ USC_PROMPT = """I have generated the following responses to the question: {quest
 Evaluate these responses.
 Select the most consistent response based on majority consensus.
 Start your answer with "The most consistent response is Response X" (without quotes)."""
-RESPONSE_BLOCK = '<response number="{number}">\n{text}\n</response>'
-REPLY_CHARS = 20_000  # each reply shown to the judge: its last characters (a reply's conclusion is at its end)
-PROMPT_CHARS = 120_000  # the judge's whole prompt; past it every shown reply is cut to its share
-LABELS = range(100, 1000)  # three-digit response numbers: a reply guessing one of n hits it at n/900
 _PICKED = re.compile(r"most consistent response is\W{0,20}response\W{0,20}(\d+)", re.IGNORECASE)
 _ANY = re.compile(r"response\W{0,20}(\d+)", re.IGNORECASE)
 
@@ -53,9 +55,15 @@ def reply_of(candidate: Candidate) -> str | None:
 
 
 class Medoid:
-    """The similarity matrix's summary for one set of candidates: who is most like the rest."""
+    """The similarity matrix's summary for one set of candidates: who is most like the rest, and the classes of
+    equivalent replies (judged ones where given, else identical replies)."""
 
-    def __init__(self, candidates: Sequence[Candidate], replies: Sequence[str | None] | None = None) -> None:
+    def __init__(
+        self,
+        candidates: Sequence[Candidate],
+        replies: Sequence[str | None] | None = None,
+        judged: Sequence[int] | None = None,
+    ) -> None:
         self.candidates = list(candidates)
         self.replies = list(replies) if replies is not None else [c.answer for c in candidates]
         answered = [i for i, r in enumerate(self.replies) if r is not None]
@@ -64,19 +72,29 @@ class Medoid:
         self.mean: list[float | None] = [None] * len(self.replies)
         for i in answered:
             self.mean[i] = sum(bags.similarity(i, j) for j in answered if j != i) / others
+        self.judged = judged is not None
+        keys = iter(judged or ())  # the judged classes follow the answered replies, in order
         self.classes: dict[str, int] = {}
         self.class_of: list[int | None] = []
         for reply in self.replies:
-            key = normalize_text(reply) if reply is not None else None
+            key = None if reply is None else str(next(keys)) if judged is not None else normalize_text(reply)
             if key is not None and key not in self.classes:
                 self.classes[key] = len(self.classes)
             self.class_of.append(None if key is None else self.classes[key])
-        # the most similar; equal means go to the largest class of identical replies, then the earliest
         sizes = [self.class_of.count(k) for k in range(len(self.classes))]
-        self.best = max(answered, key=lambda i: (self.mean[i], sizes[self.class_of[i] or 0], -i), default=None)
+        if self.judged:  # the largest judged class, then its most typical member, then the earliest
+            rank = lambda i: (sizes[self.class_of[i] or 0], self.mean[i], -i)  # noqa: E731
+        else:  # the most similar; equal means go to the largest class of identical replies, then the earliest
+            rank = lambda i: (self.mean[i], sizes[self.class_of[i] or 0], -i)  # noqa: E731
+        self.best = max(answered, key=rank, default=None)
 
     def confidence(self, position: int) -> float | None:
-        return self.mean[position] if len(self.candidates) > 1 else None
+        """Judged: the chosen class's share of the candidates; words: the reply's mean similarity to the others."""
+        if len(self.candidates) <= 1:
+            return None
+        if self.judged:
+            return self.class_of.count(self.class_of[position]) / len(self.candidates)
+        return self.mean[position]
 
     def selection(
         self, name: str, rule: str, position: int | None, evidence: SimilarityEvidence | ConsistencyEvidence
@@ -106,23 +124,53 @@ class Medoid:
             mean_similarity=tuple(None if m is None else round(m, 6) for m in self.mean),
             confidence=None if position is None else self.confidence(position),
             reason=reason,
+            agreement="judge" if self.judged else "words",
         )
 
 
-def medoid_of(candidates: Sequence[Candidate], replies: Sequence[str | None] | None = None) -> Selection:
-    """The medoid's `Selection` (`replies`: what to compare, default the candidates' answers)."""
+def medoid_of(
+    candidates: Sequence[Candidate], replies: Sequence[str | None] | None = None, why_words: str | None = None
+) -> Selection:
+    """The word-overlap medoid's `Selection` (`replies`: what to compare, default the candidates' answers);
+    `why_words`: why the classes are not judged ones (recorded)."""
     medoid = Medoid(candidates, replies)
-    reason = None if medoid.best is not None else "no candidate replied"
+    reason = why_words if medoid.best is not None else "no candidate replied"
     return medoid.selection("medoid", "medoid(token-f1)", medoid.best, medoid.similarity_evidence(medoid.best, reason))
 
 
-@SELECTORS.register("medoid", help="free-form replies: the one most like the others (word-overlap F1); no extra call")
+class MedoidOptions(Options):
+    agreement: Literal["judge", "words"] = flag(
+        "judge",
+        "judge (one call: the model groups the replies that give the same answer) | words (identical replies, "
+        "word-overlap confidence; no call)",
+    )
+
+
+@SELECTORS.register(
+    "medoid", help="free-form replies: a vote over the classes the model judges equivalent; its most typical reply"
+)
 class MedoidSelector(Selector):
     name = "medoid"
+    Options = MedoidOptions
+    options: MedoidOptions
     domains = frozenset({"text"})
 
+    def call_kinds(self) -> tuple[CallPurpose, ...]:
+        return ("consistency",) if self.options.agreement == "judge" else ()
+
     async def select(self, problem: Problem, candidates: Sequence[Candidate], ctx: SelectionContext) -> Selection:
-        return medoid_of(candidates)
+        words = Medoid(candidates)
+        answered = [r for r in words.replies if r is not None]
+        if self.options.agreement == "words":
+            return medoid_of(candidates)
+        if len(words.classes) < 2:  # one reply, or every reply the same: nothing to judge
+            return medoid_of(candidates, why_words="the replies are one answer" if answered else None)
+        judged, why = await judged_classes(problem, answered, ctx)
+        if judged is None:
+            return medoid_of(candidates, why_words=why)
+        medoid = Medoid(candidates, judged=judged)
+        evidence = medoid.similarity_evidence(medoid.best)
+        return medoid.selection(self.name, "medoid(judged classes)", medoid.best, evidence)
 
 
 class USCOptions(Options):
@@ -154,7 +202,7 @@ class USCSelector(Selector):
             return medoid.selection(self.name, rule, medoid.best, evidence)
         texts = [medoid.replies[i] or "" for i in shown]
         labels = response_labels(problem.statement, texts)
-        prompt, truncated = judge_prompt(problem.statement, texts, labels, self.options.excerpt_chars)
+        prompt, truncated = judge_prompt(USC_PROMPT, problem.statement, texts, labels, self.options.excerpt_chars)
         [judged] = await ctx.engine.sample(
             [Message(role="user", content=prompt)],
             1,
@@ -175,29 +223,6 @@ class USCSelector(Selector):
             truncated=truncated,
         )
         return medoid.selection(self.name, rule, position, evidence)
-
-
-def response_labels(question: str, texts: Sequence[str]) -> list[int]:
-    """Distinct three-digit numbers for the shown replies, drawn from a hash of the question and every reply:
-    the same replies get the same numbers (a replay hits the cache), and no reply can know its own number or
-    another's, since each number depends on every reply, its own included."""
-    digest = hashlib.sha256("\x00".join([question, *texts]).encode("utf-8", "replace")).digest()
-    return random.Random(digest).sample(LABELS, len(texts))
-
-
-def judge_prompt(question: str, texts: Sequence[str], labels: Sequence[int], excerpt: int | None) -> tuple[str, int]:
-    """The judge's prompt with each reply fenced and escaped, and how many replies were cut to fit the caps (each
-    reply's, then its share of the whole prompt's, the question taking at most a quarter)."""
-    asked = _escaped(question)[: PROMPT_CHARS // 4]
-    share = (PROMPT_CHARS - len(USC_PROMPT) - len(asked)) // max(len(texts), 1) - len(RESPONSE_BLOCK)
-    cap = min(excerpt or REPLY_CHARS, REPLY_CHARS, share)
-    shown = [_escaped(text) for text in texts]
-    blocks = [RESPONSE_BLOCK.format(number=n, text=text[-cap:]) for n, text in zip(labels, shown, strict=True)]
-    return USC_PROMPT.format(question=asked, responses="\n".join(blocks)), sum(len(text) > cap for text in shown)
-
-
-def _escaped(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _read_pick(text: str, labels: Sequence[int]) -> tuple[int | None, str]:
