@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from testtime.evaluation.metrics import paired_difference_ci
+from testtime.experiments.ttrl_miniature import REPORT_SET_SEED
 from testtime.methods.ttrl.settings import PRESETS
 from testtime.models.mock_server import MockChatServer, carry_lesson_reply
 
@@ -84,7 +85,9 @@ def memory_part(out: Path, arrivals: int) -> list[str]:
 def ttrl_part(out: Path, arrivals: int, smoke: bool, model: Path | None) -> list[str]:
     online = ["--method-opt", "update_every=2", "--method-opt", "update_steps=1"] if smoke else []
     steps = "1" if smoke else "16"  # online: arrivals / update_every updates × update_steps rollout steps
-    stream = ("--stream", "--bench", "arith", "--limit", str(arrivals), *(("--model", f"hf:{model}") if model else ()))
+    held_out = ("--bench-opt", f"seed={REPORT_SET_SEED}")  # problems the cpu preset was not tuned on
+    stream = ("--stream", "--bench", "arith", "--limit", str(arrivals), *held_out)
+    stream += ("--model", f"hf:{model}") if model else ()
     cpu = PRESETS["cpu"]  # the baseline samples as online TTRL answers: the preset's evaluation sampling
     sampling = ("--n", str(cpu["eval_samples"]), "--temperature", str(cpu["eval_temperature"]),
                 "--top-p", str(cpu["eval_top_p"]), "--max-tokens", str(cpu["max_response"]))  # fmt: skip

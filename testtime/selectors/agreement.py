@@ -16,7 +16,7 @@ import random
 import re
 from collections.abc import Sequence
 
-from testtime.core.records import Message, Problem, SamplingParams
+from testtime.core.records import Completion, Message, Problem, SamplingParams
 from testtime.selectors import SelectionContext
 
 REPLY_CHARS = 20_000  # each reply shown to the judge: its last characters (a reply's conclusion is at its end)
@@ -82,14 +82,10 @@ def read_groups(text: str, labels: Sequence[int]) -> list[int] | None:
     return [c for c in classes if c is not None]
 
 
-async def judged_classes(
-    problem: Problem, texts: Sequence[str], ctx: SelectionContext, excerpt: int | None = None
-) -> tuple[list[int] | None, str]:
-    """The model's classes for `texts` (one call), or None with why (no model, a failed call, no group read)."""
+async def ask_judge(problem: Problem, prompt: str, ctx: SelectionContext) -> Completion:
+    """One judgement of the replies (purpose `consistency`, at the selector's sampling), through the run's engine."""
     if ctx.engine is None:
-        return None, "no model to judge agreement"
-    labels = response_labels(problem.statement, texts)
-    prompt, _ = judge_prompt(GROUP_PROMPT, problem.statement, texts, labels, excerpt)
+        raise RuntimeError("a judgement needs the run's engine")
     [judged] = await ctx.engine.sample(
         [Message(role="user", content=prompt)],
         1,
@@ -98,6 +94,18 @@ async def judged_classes(
         purpose="consistency",
         step=ctx.step,
     )
+    return judged
+
+
+async def judged_classes(
+    problem: Problem, texts: Sequence[str], ctx: SelectionContext, excerpt: int | None = None
+) -> tuple[list[int] | None, str]:
+    """The model's classes for `texts` (one call), or None with why (no model, a failed call, no group read)."""
+    if ctx.engine is None:
+        return None, "no model to judge agreement"
+    labels = response_labels(problem.statement, texts)
+    prompt, _ = judge_prompt(GROUP_PROMPT, problem.statement, texts, labels, excerpt)
+    judged = await ask_judge(problem, prompt, ctx)
     if judged.error is not None:
         return None, f"the judgement failed: {judged.error}"
     classes = read_groups(judged.text, labels)

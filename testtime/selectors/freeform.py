@@ -29,10 +29,10 @@ from typing import Literal
 from testtime.core.answers.freeform import Bags, final_reply, normalize_text
 from testtime.core.ledger import CallPurpose
 from testtime.core.options import Options, flag
-from testtime.core.records import Candidate, Message, Problem, SamplingParams
+from testtime.core.records import Candidate, Problem
 from testtime.core.selection import CandidateScore, ConsistencyEvidence, Selection, SimilarityEvidence
 from testtime.selectors import SELECTORS, SelectionContext, Selector
-from testtime.selectors.agreement import PROMPT_CHARS, judge_prompt, judged_classes, response_labels
+from testtime.selectors.agreement import PROMPT_CHARS, ask_judge, judge_prompt, judged_classes, response_labels
 
 __all__ = ["PROMPT_CHARS", "Medoid", "medoid_of", "reply_of"]
 
@@ -203,14 +203,7 @@ class USCSelector(Selector):
         texts = [medoid.replies[i] or "" for i in shown]
         labels = response_labels(problem.statement, texts)
         prompt, truncated = judge_prompt(USC_PROMPT, problem.statement, texts, labels, self.options.excerpt_chars)
-        [judged] = await ctx.engine.sample(
-            [Message(role="user", content=prompt)],
-            1,
-            ctx.sampling.get("consistency") or ctx.params or SamplingParams(),
-            problem_id=problem.id,
-            purpose="consistency",
-            step=ctx.step,
-        )
+        judged = await ask_judge(problem, prompt, ctx)
         picked, fallback = _read_pick(judged.text, labels) if judged.error is None else (None, judged.error)
         position = shown[picked] if picked is not None else medoid.best
         evidence = ConsistencyEvidence(
