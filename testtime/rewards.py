@@ -27,9 +27,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from testtime.core.asyncs import off_loop
-from testtime.core.cache import CompletionCache
 from testtime.core.errors import UserError
-from testtime.core.ledger import Ledger
 from testtime.core.records import Problem, SamplingParams
 from testtime.core.rollout import RolloutEngine
 from testtime.methods.ttrl.reward import completion_text
@@ -106,10 +104,10 @@ class GroupReward:
 
 
 def _judge_engine(spec: str) -> RolloutEngine:
-    """The model that judges which free-form replies agree (one greedy call per group), its calls cached in memory."""
+    """The model that judges which free-form replies agree (one greedy call per group)."""
     from testtime.models import resolve_model
 
-    return RolloutEngine(resolve_model(spec), model_name=spec, cache=CompletionCache(None), ledger=Ledger())
+    return RolloutEngine.in_memory(resolve_model(spec), spec)
 
 
 def reward_function(name: str, **settings: Any) -> GroupReward:

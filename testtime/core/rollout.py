@@ -142,6 +142,12 @@ class RolloutEngine:
         # of the same call draws new samples, not the first ones back from the cache
         self._drawn: dict[str, dict[str, int]] = {}
 
+    @classmethod
+    def in_memory(cls, model: LanguageModel, model_name: str) -> RolloutEngine:
+        """An engine outside any run (a judge inside a user's own trainer): its calls cached and counted in memory
+        only. A run's engine is built by `run/engine.py`, on the run directory's cache, ledger and trace."""
+        return cls(model, model_name=model_name, cache=CompletionCache(None), ledger=Ledger())
+
     def with_model(self, model: LanguageModel, model_name: str) -> RolloutEngine:
         """Other weights (TTRL's trained model) behind this engine's cache, ledger, trace, retries and budgets;
         `model_name` keys the cache, so no answer of other weights comes back from it."""
