@@ -2,6 +2,7 @@
 is killed (-9) after its first checkpoint, resumed, stopped by SIGTERM at a step, and resumed to the end."""
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -12,6 +13,22 @@ import pytest
 
 from testtime.core.ledger import read_entries
 from testtime.experiments.curves import run_points
+
+PAGE = Path(__file__).resolve().parents[3] / "docs" / "methods" / "ttrl.md"
+SEED_ROWS = ("| **0 (the command's)** |", "| 1 |", "| 2 |")  # the miniature's table, one row per --seed
+
+
+def page_rows() -> list[tuple[float, float]]:
+    """(pass@1 after, paired gain) of each seed's row in the miniature table of docs/methods/ttrl.md."""
+    text = PAGE.read_text(encoding="utf-8")
+    section = text[text.index("## TTRL, measured") :]
+    rows = []
+    for start in SEED_ROWS:
+        cells = next(line for line in section.splitlines() if line.startswith(start)).split("|")
+        after = float(re.findall(r"\d\.\d{3}", cells[2])[-1])
+        gain = float(re.search(r"[+-]\d\.\d{3}", cells[3].replace("\u2212", "-")).group())
+        rows.append((after, gain))
+    return rows
 
 
 def test_api_models_are_refused_before_a_run_directory_exists(testtime_cli, tmp_path):
@@ -147,6 +164,17 @@ def test_miniature_raises_pass_at_1_without_labels(tmp_path):
     assert ttrl.pass_at_1_gain.ci_low > 0  # the paired bootstrap CI excludes zero
     assert ttrl.pass_at_1_after.mean >= ttrl.pass_at_1_before.mean + 0.05
     assert (tmp_path / "mini" / "ttrl_curve.png").stat().st_size > 10_000
+    # The page's seed-0 row is this run: another CPU may round it apart as far as the seeds spread, no further.
+    rows = page_rows()
+    for index, measured in enumerate((ttrl.pass_at_1_after.mean, ttrl.pass_at_1_gain.mean)):
+        spread = max(row[index] for row in rows) - min(row[index] for row in rows)
+        assert abs(measured - rows[0][index]) <= spread, (measured, rows[0][index], spread)
+
+
+def test_the_ttrl_page_shows_the_miniature_at_three_seeds():
+    rows = page_rows()
+    assert len(set(rows)) == 3, "three seeds, three different runs"
+    assert all(0 < after <= 1 and -1 <= gain <= 1 for after, gain in rows)
 
 
 @pytest.mark.slow
