@@ -57,10 +57,13 @@ def test_usc_is_chosen_by_an_option_recorded_and_its_call_planned() -> None:
     method = METHODS.get("majority")(selector="usc")
     method.prepare("text")
     assert method.describe()["selector"]["name"] == "usc"
-    assert method.call_kinds("text") == ("solve", "consistency") and method.planned_calls("text", 3) == 4
+    assert method.call_kinds("text") == ("solve", "consistency") and method.planned_calls("text", 3) == 3 + 2
     result, ledger = solve_with(method, poet(), PROBLEM)
     assert result.selection is not None and result.selection.selector == "usc"
-    assert ledger.totals.calls == 8 + 1  # the default 8 samples, and one judgement
+    assert ledger.totals.calls == 8 + 2  # the default 8 samples, the judgement and the grouping
+    words = METHODS.get("majority")(selector="usc", selector_options={"agreement": "words"})
+    words.prepare("text")
+    assert words.planned_calls("text", 3) == 3 + 1
 
 
 @pytest.mark.parametrize("selector", ["majority", "execution", "exclusivity"])

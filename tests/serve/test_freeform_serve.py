@@ -70,7 +70,7 @@ def test_a_text_server_asks_as_written_and_chooses_by_medoid_or_usc(tmp_path: Pa
     assert extra["method"]["selector"]["name"] == "medoid" and 0.0 < extra["confidence"] < 1.0
     assert extra["calls"] == 4  # the poet writes haiku, not groups: the words decided, after one judgement
     assert usc.model_extra["testtime"]["method"]["selector"]["name"] == "usc"  # type: ignore[index]
-    assert usc.model_extra["testtime"]["calls"] == 4  # three samples and the judgement  # type: ignore[index]
+    assert usc.model_extra["testtime"]["calls"] == 5  # three samples, the judgement, the grouping  # type: ignore[index]
     # the judge named the first response shown: the first candidate's reply (which haiku depends on arrival order)
     assert usc.choices[0].message.content == usc.model_extra["testtime"]["candidates"][0]  # type: ignore[index]
 

@@ -105,7 +105,11 @@ class ConsistencyEvidence(Record):
     reply: str = ""  # the model's judgement (its last 2,000 characters)
     picked: int | None = None  # the position in `shown` of the response the judgement named; None: none readable
     fallback: str | None = None  # why the medoid chose instead (an unreadable or failed judgement)
-    confidence: float | None = None  # the chosen reply's mean similarity to the other candidates; None: alone
+    # The chosen reply's class's share of the candidates (agreement "judge"), or its mean word-overlap similarity
+    # to the others ("words"; runs before the evidence pass: always this one, agreement absent); None: alone.
+    confidence: float | None = None
+    agreement: Literal["judge", "words"] | None = None  # the classes the confidence counts; None: an older run
+    reason: str | None = None  # why the classes are identical replies, not judged ones (None: asked for, or judged)
     truncated: int = 0  # replies cut to fit the judge's caps (each reply's and the whole prompt's)
 
 

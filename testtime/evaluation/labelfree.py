@@ -5,7 +5,8 @@ and margin, TRT's support and refutations, execution agreement on code, TTRL's m
 Confidence (0–1) is the share of the method's own evidence behind its answer: for a selection, the selected
 class's share (majority: samples in the winning class of all samples, abstains included; TRT: the answer's
 support among all answers concluded over the rounds; code: candidates that behave like the chosen program;
-free-form text: the chosen reply's mean similarity to the other samples, by medoid or usc);
+free-form text: the chosen reply's judged class's share, by medoid or usc, or with `agreement=words` its mean
+word-overlap similarity to the other samples);
 for TTRL, the share of the trained model's evaluation samples that agree with its greedy answer. One sample
 (`single`) carries no such evidence: its confidence is null, not 1.
 """

@@ -190,6 +190,10 @@ class Method(ABC):
         """A selector that asks the model (execution's test inputs, usc's judgement): its calls are the method's."""
         return self.selector.call_kinds() if self.selector is not None else ()
 
+    def _selector_planned_calls(self) -> int:
+        """The model calls selecting one problem makes (usc: its judgement and its grouping)."""
+        return self.selector.planned_calls() if self.selector is not None else 0
+
     def sampling(self, domain: str, base: SamplingParams) -> dict[str, SamplingParams]:
         """What each kind of call sends, from the run's base sampling (flags, else the defaults); methods with
         their own per-kind settings override this. Recorded in the manifest, handed back in the context."""

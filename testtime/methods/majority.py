@@ -22,7 +22,7 @@ class Majority(PerProblem):
     run_flags = SAMPLING_FLAGS | {"n"}
 
     def planned_calls(self, domain: str, n: int | None) -> int | None:
-        return (n or DEFAULT_N) + len(self._selector_calls())  # code: one more call writes test inputs
+        return (n or DEFAULT_N) + self._selector_planned_calls()  # code: one more call writes test inputs
 
     def effective_n(self, n: int | None) -> int | None:
         return n or DEFAULT_N

@@ -61,7 +61,7 @@ class RSA(PerProblem):
     default_sampling: ClassVar[SamplingParams] = SamplingParams(temperature=1.0, max_tokens=8192)
 
     def planned_calls(self, domain: str, n: int | None) -> int | None:
-        return self.options.population * self.options.steps + len(self._selector_calls())
+        return self.options.population * self.options.steps + self._selector_planned_calls()
 
     def call_kinds(self, domain: str) -> tuple[CallPurpose, ...]:
         return ("solve", "aggregate", *self._selector_calls())

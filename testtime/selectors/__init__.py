@@ -71,6 +71,10 @@ class Selector(ABC):
         """The kinds of model call selecting makes (execution: its test inputs; usc: its judgement)."""
         return ()
 
+    def planned_calls(self) -> int:
+        """Model calls selecting one problem makes by construction (at most): one per kind unless said."""
+        return len(self.call_kinds())
+
     async def inputs_ahead(self, problem: Problem, candidates: Sequence[Candidate], ctx: SelectionContext) -> list[str]:
         """Inputs written once, before the candidates they will judge exist (TTRL writes them from the base
         model's samples, then every training step's programs run on them); none for a selector that reads

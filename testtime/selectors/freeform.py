@@ -15,7 +15,9 @@
   with distinct three-digit numbers drawn from a hash of the question and every reply (the paper numbers them
   0, 1, ...), so a reply that tells the judge to name "Response 2" names none, and the medoid chooses. Each
   reply and the whole prompt are capped (the evidence counts the replies cut), and only a number of at most
-  three digits is read from the judgement. Its confidence is the word-overlap one.
+  three digits is read from the judgement. Its confidence (and the medoid's choice, where the judgement names
+  no reply) comes from the medoid's classes: a second call groups the equivalent replies (`agreement=judge`,
+  the default; the evidence says which classes were used), or identical replies (`agreement=words`, no call).
 
 A candidate with no reply abstains (in no class; it counts 0 to the others' similarity).
 """
@@ -138,12 +140,29 @@ def medoid_of(
     return medoid.selection("medoid", "medoid(token-f1)", medoid.best, medoid.similarity_evidence(medoid.best, reason))
 
 
+AGREEMENT_HELP = (
+    "judge (one call: the model groups the replies that give the same answer) | words (identical replies, "
+    "word-overlap confidence; no call)"
+)
+
+
+async def agreement_of(
+    problem: Problem, candidates: Sequence[Candidate], ctx: SelectionContext, agreement: str, excerpt: int | None = None
+) -> tuple[Medoid, str | None]:
+    """The candidates' classes: the model's judgement (`agreement=judge`), else identical replies, with why the
+    classes are not judged ones (None where words were asked for, or nothing replied)."""
+    words = Medoid(candidates)
+    answered = [r for r in words.replies if r is not None]
+    if agreement == "words":
+        return words, None
+    if len(words.classes) < 2:  # one reply, or every reply the same: nothing to judge
+        return words, "the replies are one answer" if answered else None
+    judged, why = await judged_classes(problem, answered, ctx, excerpt)
+    return (Medoid(candidates, judged=judged), None) if judged is not None else (words, why)
+
+
 class MedoidOptions(Options):
-    agreement: Literal["judge", "words"] = flag(
-        "judge",
-        "judge (one call: the model groups the replies that give the same answer) | words (identical replies, "
-        "word-overlap confidence; no call)",
-    )
+    agreement: Literal["judge", "words"] = flag("judge", AGREEMENT_HELP)
 
 
 @SELECTORS.register(
@@ -159,18 +178,11 @@ class MedoidSelector(Selector):
         return ("consistency",) if self.options.agreement == "judge" else ()
 
     async def select(self, problem: Problem, candidates: Sequence[Candidate], ctx: SelectionContext) -> Selection:
-        words = Medoid(candidates)
-        answered = [r for r in words.replies if r is not None]
-        if self.options.agreement == "words":
-            return medoid_of(candidates)
-        if len(words.classes) < 2:  # one reply, or every reply the same: nothing to judge
-            return medoid_of(candidates, why_words="the replies are one answer" if answered else None)
-        judged, why = await judged_classes(problem, answered, ctx)
-        if judged is None:
-            return medoid_of(candidates, why_words=why)
-        medoid = Medoid(candidates, judged=judged)
-        evidence = medoid.similarity_evidence(medoid.best)
-        return medoid.selection(self.name, "medoid(judged classes)", medoid.best, evidence)
+        medoid, why_words = await agreement_of(problem, candidates, ctx, self.options.agreement)
+        if medoid.judged:
+            evidence = medoid.similarity_evidence(medoid.best)
+            return medoid.selection(self.name, "medoid(judged classes)", medoid.best, evidence)
+        return medoid_of(candidates, why_words=why_words)
 
 
 class USCOptions(Options):
@@ -178,6 +190,11 @@ class USCOptions(Options):
         None,
         "show the judge only each reply's last N characters (default: up to 20,000, the paper shows whole replies)",
         ge=1,
+    )
+    agreement: Literal["judge", "words"] = flag(
+        "judge",
+        "the confidence's classes: judge (a second call groups the replies that give the same answer; the "
+        "confidence is the chosen reply's class's share) | words (identical replies, word-overlap confidence)",
     )
 
 
@@ -193,6 +210,9 @@ class USCSelector(Selector):
     def call_kinds(self) -> tuple[CallPurpose, ...]:
         return ("consistency",)
 
+    def planned_calls(self) -> int:
+        return 2 if self.options.agreement == "judge" else 1  # the pick, then the grouping
+
     async def select(self, problem: Problem, candidates: Sequence[Candidate], ctx: SelectionContext) -> Selection:
         medoid = Medoid(candidates)
         shown = [i for i, reply in enumerate(medoid.replies) if reply is not None]
@@ -202,20 +222,25 @@ class USCSelector(Selector):
             return medoid.selection(self.name, rule, medoid.best, evidence)
         texts = [medoid.replies[i] or "" for i in shown]
         labels = response_labels(problem.statement, texts)
-        prompt, truncated = judge_prompt(USC_PROMPT, problem.statement, texts, labels, self.options.excerpt_chars)
+        excerpt = self.options.excerpt_chars
+        prompt, truncated = judge_prompt(USC_PROMPT, problem.statement, texts, labels, excerpt)
         judged = await ask_judge(problem, prompt, ctx)
         picked, fallback = _read_pick(judged.text, labels) if judged.error is None else (None, judged.error)
-        position = shown[picked] if picked is not None else medoid.best
+        # The confidence, and the medoid's choice where the judgement names none, over classes of equivalent replies.
+        classes, why_words = await agreement_of(problem, candidates, ctx, self.options.agreement, excerpt)
+        position = shown[picked] if picked is not None else classes.best
         evidence = ConsistencyEvidence(
             shown=tuple(candidates[i].index for i in shown),
             numbers=tuple(labels),
             reply=judged.text[-2000:],
             picked=picked,
             fallback=None if picked is not None else f"the medoid chose: {fallback}",
-            confidence=None if position is None else medoid.confidence(position),
+            confidence=None if position is None else classes.confidence(position),
+            agreement="judge" if classes.judged else "words",
+            reason=why_words,
             truncated=truncated,
         )
-        return medoid.selection(self.name, rule, position, evidence)
+        return classes.selection(self.name, rule, position, evidence)
 
 
 def _read_pick(text: str, labels: Sequence[int]) -> tuple[int | None, str]:

@@ -133,7 +133,7 @@ class TRT(PerProblem):
     def planned_calls(self, domain: str, n: int | None) -> int | None:
         k = self.options.rollouts or (2 if domain == "code" else 4)
         reflect = self.options.knowledge or self.options.strategies
-        return int(self.options.strategies) + self.options.rounds * (k + len(self._selector_calls()) + reflect)
+        return int(self.options.strategies) + self.options.rounds * (k + self._selector_planned_calls() + reflect)
 
     def call_kinds(self, domain: str) -> tuple[CallPurpose, ...]:
         kinds: list[CallPurpose] = ["strategies"] if self.options.strategies else []
