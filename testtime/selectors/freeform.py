@@ -135,7 +135,11 @@ def medoid_of(
 ) -> Selection:
     """The word-overlap medoid's `Selection` (`replies`: what to compare, default the candidates' answers);
     `why_words`: why the classes are not judged ones (recorded)."""
-    medoid = Medoid(candidates, replies)
+    return words_selection(Medoid(candidates, replies), why_words)
+
+
+def words_selection(medoid: Medoid, why_words: str | None = None) -> Selection:
+    """A word-overlap medoid's `Selection`, its evidence saying why the classes are not judged ones."""
     reason = why_words if medoid.best is not None else "no candidate replied"
     return medoid.selection("medoid", "medoid(token-f1)", medoid.best, medoid.similarity_evidence(medoid.best, reason))
 
@@ -147,18 +151,17 @@ AGREEMENT_HELP = (
 
 
 async def agreement_of(
-    problem: Problem, candidates: Sequence[Candidate], ctx: SelectionContext, agreement: str, excerpt: int | None = None
+    problem: Problem, words: Medoid, ctx: SelectionContext, agreement: str, excerpt: int | None = None
 ) -> tuple[Medoid, str | None]:
-    """The candidates' classes: the model's judgement (`agreement=judge`), else identical replies, with why the
-    classes are not judged ones (None where words were asked for, or nothing replied)."""
-    words = Medoid(candidates)
+    """The classes of `words`' candidates: the model's judgement (`agreement=judge`), else `words` (identical
+    replies), with why the classes are not judged ones (None where words were asked for, or nothing replied)."""
     answered = [r for r in words.replies if r is not None]
     if agreement == "words":
         return words, None
     if len(words.classes) < 2:  # one reply, or every reply the same: nothing to judge
         return words, "the replies are one answer" if answered else None
     judged, why = await judged_classes(problem, answered, ctx, excerpt)
-    return (Medoid(candidates, judged=judged), None) if judged is not None else (words, why)
+    return (Medoid(words.candidates, judged=judged), None) if judged is not None else (words, why)
 
 
 class MedoidOptions(Options):
@@ -178,11 +181,11 @@ class MedoidSelector(Selector):
         return ("consistency",) if self.options.agreement == "judge" else ()
 
     async def select(self, problem: Problem, candidates: Sequence[Candidate], ctx: SelectionContext) -> Selection:
-        medoid, why_words = await agreement_of(problem, candidates, ctx, self.options.agreement)
+        medoid, why_words = await agreement_of(problem, Medoid(candidates), ctx, self.options.agreement)
         if medoid.judged:
             evidence = medoid.similarity_evidence(medoid.best)
             return medoid.selection(self.name, "medoid(judged classes)", medoid.best, evidence)
-        return medoid_of(candidates, why_words=why_words)
+        return words_selection(medoid, why_words)
 
 
 class USCOptions(Options):
@@ -227,7 +230,7 @@ class USCSelector(Selector):
         judged = await ask_judge(problem, prompt, ctx)
         picked, fallback = _read_pick(judged.text, labels) if judged.error is None else (None, judged.error)
         # The confidence, and the medoid's choice where the judgement names none, over classes of equivalent replies.
-        classes, why_words = await agreement_of(problem, candidates, ctx, self.options.agreement, excerpt)
+        classes, why_words = await agreement_of(problem, medoid, ctx, self.options.agreement, excerpt)
         position = shown[picked] if picked is not None else classes.best
         evidence = ConsistencyEvidence(
             shown=tuple(candidates[i].index for i in shown),
