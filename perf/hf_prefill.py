@@ -28,8 +28,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from testtime.benchmarks.arith import Arith
 from testtime.core.records import SamplingParams
-from testtime.methods.ttrl.reward import as_chat
 from testtime.methods.ttrl.rollouts import prompt_ids
+from testtime.methods.ttrl.trl_reward import as_chat
 from testtime.models.batching import BatchRow
 from testtime.models.hf import HFModel, embedded_model_dir
 from testtime.models.prefill import generate_shared

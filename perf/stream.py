@@ -25,7 +25,7 @@ from typing import Any
 
 from testtime.evaluation.metrics import paired_difference_ci
 from testtime.experiments.ttrl_miniature import REPORT_SET_SEED
-from testtime.methods.ttrl.settings import PRESETS
+from testtime.methods.ttrl.recipe import PRESETS
 from testtime.models.mock_server import MockChatServer, carry_lesson_reply
 
 

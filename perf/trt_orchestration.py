@@ -19,10 +19,11 @@ from pathlib import Path
 from testtime.core.cache import CompletionCache
 from testtime.core.checkpoint import RoundCheckpoints
 from testtime.core.ledger import Ledger
-from testtime.core.records import Message, Problem, Reference, SamplingParams
+from testtime.core.records import Message, Problem, Reference
 from testtime.core.rollout import RolloutEngine
 from testtime.methods import MethodContext
-from testtime.methods.trt.loop import TRT
+from testtime.methods.plan import ProblemSet, RunBase
+from testtime.methods.trt.method import TRT
 from testtime.models.fake import FakeModel
 from testtime.run.directory import RunDir
 from testtime.run.loop import ProblemList, Session, unlabelled_of
@@ -46,16 +47,14 @@ def main() -> None:
         ledger=ledger,
         concurrency=args.problems * args.rollouts,
     )
+    problems = [Problem(id=f"p{i}", domain="math", statement=f"What is {i} + {i}?") for i in range(args.problems)]
+    method = TRT(rounds=args.rounds, rollouts=args.rollouts)
     ctx = MethodContext(
         engine=engine,
-        params=SamplingParams(),
+        plan=method.plan(ProblemSet("math"), RunBase()),
         checkpoints=RoundCheckpoints(None),
         prompt=lambda p: [Message(role="user", content=p.statement)],
     )
-    problems = [Problem(id=f"p{i}", domain="math", statement=f"What is {i} + {i}?") for i in range(args.problems)]
-    method = TRT(rounds=args.rounds, rollouts=args.rollouts)
-    method.prepare("math")
-    ctx.sampling = method.sampling("math", ctx.params)
 
     folder = Path(tempfile.mkdtemp(prefix="trt-orchestration-"))
     directory = RunDir.create(folder / "run")

@@ -29,9 +29,9 @@ from trl import GRPOTrainer
 from trl.trainer.utils import add_fused_lm_head
 
 from testtime.benchmarks.arith import Arith
-from testtime.methods.ttrl.reward import as_chat
 from testtime.methods.ttrl.rollouts import prompt_ids, shared_rollouts
 from testtime.methods.ttrl.shared_prompt import shared_prompt_logps
+from testtime.methods.ttrl.trl_reward import as_chat
 from testtime.models.hf import embedded_model_dir
 
 PROMPTS, VOTES, TRAINED, TOKENS = 4, 16, 8, 32

@@ -10,10 +10,11 @@ from typing import Any
 from testtime.core.cache import CompletionCache
 from testtime.core.checkpoint import RoundCheckpoints
 from testtime.core.ledger import Ledger
-from testtime.core.records import Message, Problem, SamplingParams
+from testtime.core.records import Message, Problem
 from testtime.core.results import ProblemResult
-from testtime.core.rollout import RetryPolicy, RolloutEngine
+from testtime.core.rollout import RetryPolicy, RolloutEngine, declared_calls
 from testtime.methods import MethodContext, PerProblem
+from testtime.methods.plan import ProblemSet, RunBase
 from testtime.models import resolve_model
 from testtime.models.fake import FakeModel
 
@@ -28,13 +29,19 @@ def solve_with(
 ) -> tuple[ProblemResult, Ledger]:
     """Solve one problem with a scripted model, in memory; returns the result and the ledger."""
     ledger = Ledger()
+    plan = method.plan(ProblemSet(problem.domain), RunBase())
     ctx = MethodContext(
         engine=RolloutEngine(model, model_name="fake:", cache=CompletionCache(None), ledger=ledger),
-        params=SamplingParams(),
+        plan=plan,
         prompt=lambda p: [Message(role="user", content=p.statement)],
         checkpoints=checkpoints or RoundCheckpoints(None),
     )
-    return asyncio.run(method.solve(problem, ctx)), ledger
+
+    async def solve() -> ProblemResult:
+        with declared_calls(plan.kinds):  # as a run does: a call its plan did not declare fails the test
+            return await method.solve(problem, ctx)
+
+    return asyncio.run(solve()), ledger
 
 
 def api_engine(

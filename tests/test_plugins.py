@@ -9,6 +9,8 @@ import json
 import textwrap
 from pathlib import Path
 
+import pytest
+
 PLUGIN = textwrap.dedent(
     '''
     """Every extension point at once: a method, a selector, a benchmark, a reward and a model provider."""
@@ -125,7 +127,7 @@ def test_a_plugin_selector_and_reward_are_chosen_by_name(tmp_path: Path, testtim
     first = json.loads((out / "results.jsonl").read_text().splitlines()[0])
     assert first["selection"]["selector"] == "last" and first["selection"]["rule"] == "last"
     settings = (
-        "from testtime.methods.ttrl.settings import TTRLSettings as S; print(S.from_options({'reward': %s}).reward)"
+        "from testtime.methods.ttrl.recipe import TTRLSettings as S; print(S.from_options({'reward': %s}).reward)"
     )
     accepted = _env_python(tmp_path, settings % "'always_one'")
     assert accepted.stdout.strip() == "always_one", accepted.stderr
@@ -348,3 +350,23 @@ def test_each_reward_function_has_its_own_name_in_trl() -> None:
         reward_function("random", random_p=0.25).__name__,
     ]
     assert names[0] == "testtime_majority" and len(set(names)) == len(names), names
+
+
+def test_the_plugin_pages_plan_says_what_its_method_will_do() -> None:
+    """docs/plugins.md's `Twice`, as written there: its plan declares both kinds of call it makes, and it
+    refuses a stream in one line."""
+    import re
+
+    from testtime.core.errors import UserError
+    from testtime.methods.plan import ProblemSet, RunBase
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "plugins.md").read_text()
+    source = re.search(r"```python\n(from testtime.api import PerProblem, Plan.*?)```", page, re.S)
+    assert source, "docs/plugins.md lost its plan example"
+    namespace: dict[str, object] = {}
+    exec(compile(source[1], "plugins.md", "exec"), namespace)
+    twice = type("Twice", (namespace["Twice"],), {"name": "twice", "solve": None, "__abstractmethods__": frozenset()})()
+    plan = twice.plan(ProblemSet("math"), RunBase(temperature=0.2))
+    assert plan.kinds == {"solve", "reflect"} and plan.calls == 2 and plan.sampled("reflect").temperature == 0.2
+    with pytest.raises(UserError, match="not a stream"):
+        twice.plan(ProblemSet("math"), RunBase(), stream=True)

@@ -34,8 +34,9 @@ from testtime.core.selection import CandidateScore
 from testtime.evaluation.labelfree import Prediction
 from testtime.evaluation.summary import RunSummary
 from testtime.experiments.runs import load_runs
-from testtime.methods import METHODS, Method, MethodContext, PerProblem, make_candidates
-from testtime.methods.online import Learner
+from testtime.methods import METHODS, Method, MethodContext, PerProblem, SelectorChoice, make_candidates
+from testtime.methods.learner import Learner
+from testtime.methods.plan import Plan, ProblemSet, RunBase
 from testtime.methods.ttrl.rewards import REWARDS
 from testtime.models import DEFAULT_MODEL, MODELS
 from testtime.run.observer import RunObserver
@@ -61,11 +62,14 @@ __all__ = [
     "MethodContext",
     "Options",
     "PerProblem",
+    "Plan",
     "Prediction",
     "Problem",
     "ProblemResult",
+    "ProblemSet",
     "Reference",
     "ResultRecord",
+    "RunBase",
     "RunResult",
     "RunSettings",
     "RunSummary",
@@ -74,6 +78,7 @@ __all__ = [
     "Selection",
     "SelectionContext",
     "Selector",
+    "SelectorChoice",
     "UserError",
     "equivalent",
     "execute_run",
@@ -131,7 +136,6 @@ def run_method(
     """Run `method` on `bench` (a registered benchmark, a data file, or `hf:ORG/NAME`) with `model`, as
     `testtime run` does; `settings` are `RunSettings` fields (n, limit, seed, temperature, max_tokens,
     concurrency, data_dir, max_cost, ...). Without `out`, the run goes to runs/<time>-<method>-<bench>-<model>."""
-    from testtime.methods import SelectorChoice
     from testtime.run import lifecycle
 
     given = {"method_options": method_options, "bench_options": bench_options, "selector_options": selector_options}

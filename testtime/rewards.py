@@ -30,8 +30,8 @@ from testtime.core.asyncs import off_loop
 from testtime.core.errors import UserError
 from testtime.core.records import Problem, SamplingParams
 from testtime.core.rollout import RolloutEngine
-from testtime.methods.ttrl.reward import completion_text
 from testtime.methods.ttrl.rewards import REWARDS, TrainedReward
+from testtime.methods.ttrl.trl_reward import completion_text
 from testtime.methods.ttrl.vote import VotePolicy, vote
 from testtime.selectors import DEFAULTS, SelectionContext, build_selector
 

@@ -14,7 +14,7 @@ from testtime.core.ledger import Ledger, LedgerEntry, read_entries
 from testtime.core.records import Completion, Message, SamplingParams
 from testtime.core.results import ResultRecord, TTRLStep, read_steps
 from testtime.methods.ttrl.monitor import LabelHistory
-from testtime.methods.ttrl.reward import append_step, resume_steps
+from testtime.methods.ttrl.trl_reward import append_step, resume_steps
 from testtime.run.directory import RunDir
 
 PROMPT = [Message(role="user", content="hi")]

@@ -43,7 +43,7 @@ def grid(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Any]]:
 
 def test_every_sub_run_costs_exactly_what_the_grid_planned(grid: tuple[Path, list[Any]]) -> None:
     out, _ = grid
-    for name, config in GRID.plan().items():
+    for name, config in GRID.sub_runs().items():
         paid = [e for e in read_entries(out / name / "ledger.jsonl") if not e.cached]
         assert len(paid) == planned_calls(config, problems=3), name
 

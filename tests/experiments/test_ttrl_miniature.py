@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from testtime.benchmarks.arith import Arith
 from testtime.experiments.ttrl_miniature import miniature_settings
-from testtime.methods.ttrl.settings import TUNED_ON
+from testtime.methods.plan import ProblemSet, RunBase
+from testtime.methods.ttrl.recipe import TUNED_ON
 
 
 def _statements(options: dict[str, object]) -> set[str]:
@@ -28,7 +29,10 @@ def test_every_ttrl_run_records_what_its_preset_was_tuned_on() -> None:
 
     load_methods()
     for preset in ("cpu", "paper"):
-        described = METHODS.create("ttrl", preset=preset).describe()
+        planned = METHODS.create("ttrl", preset=preset).plan(
+            ProblemSet("math", "arith"), RunBase(model="hf:smollm2-135m")
+        )
+        described = planned.method
         assert described["tuned_on"] == TUNED_ON[preset]
 
 

@@ -12,6 +12,7 @@ from tests.helpers import solve_with
 from testtime.core.errors import UserError
 from testtime.core.records import Message, Problem, SamplingParams
 from testtime.methods import METHODS, PerProblem, load_methods
+from testtime.methods.plan import ProblemSet, RunBase
 from testtime.models.fake import FakeModel
 
 load_methods()
@@ -55,19 +56,18 @@ def test_every_method_answers_a_free_form_problem_with_a_reply(name: str) -> Non
 
 def test_usc_is_chosen_by_an_option_recorded_and_its_call_planned() -> None:
     method = METHODS.get("majority")(selector="usc")
-    method.prepare("text")
-    assert method.describe()["selector"]["name"] == "usc"
-    assert method.call_kinds("text") == ("solve", "consistency") and method.planned_calls("text", 3) == 3 + 2
+    plan = method.plan(ProblemSet("text"), RunBase(n=3))
+    assert plan.method["selector"]["name"] == "usc"
+    assert plan.kinds == {"solve", "consistency"} and plan.calls == 3 + 2
     result, ledger = solve_with(method, poet(), PROBLEM)
     assert result.selection is not None and result.selection.selector == "usc"
     assert ledger.totals.calls == 8 + 2  # the default 8 samples, the judgement and the grouping
     words = METHODS.get("majority")(selector="usc", selector_options={"agreement": "words"})
-    words.prepare("text")
-    assert words.planned_calls("text", 3) == 3 + 1
+    assert words.plan(ProblemSet("text"), RunBase(n=3)).calls == 3 + 1
 
 
 @pytest.mark.parametrize("selector", ["majority", "execution", "exclusivity"])
 def test_a_selector_of_extracted_answers_is_refused_on_free_form_text(selector: str) -> None:
     method = METHODS.get("majority")(selector=selector)
     with pytest.raises(UserError, match="cannot choose among text answers"):
-        method.prepare("text")
+        method.plan(ProblemSet("text"), RunBase())

@@ -14,6 +14,7 @@ from testtime.core.errors import UserError
 from testtime.core.ledger import Ledger
 from testtime.core.records import Message, Problem, SamplingParams
 from testtime.core.results import ProblemResult
+from testtime.methods.plan import ProblemSet, RunBase
 from testtime.methods.rsa import RSA
 from testtime.models.fake import FakeModel
 
@@ -81,4 +82,5 @@ def test_aggregation_sees_full_candidate_texts_unless_capped() -> None:
     run(_long_model(capped), population=2, aggregate=2, steps=2, excerpt_chars=4000)
     aggregations = [p for p in capped if "Candidate solutions" in p]
     assert aggregations and all("BEGIN " not in p for p in aggregations)
-    assert RSA(excerpt_chars=4000).describe()["excerpt_chars"] == 4000  # a cap is recorded in config.json
+    recorded = RSA(excerpt_chars=4000).plan(ProblemSet("math"), RunBase()).method
+    assert recorded["excerpt_chars"] == 4000  # a cap is recorded in config.json

@@ -11,7 +11,7 @@ from testtime.core.checkpoint import RoundCheckpoints
 from testtime.core.ledger import Ledger
 from testtime.core.records import Message, Problem, SamplingParams
 from testtime.core.results import ProblemResult
-from testtime.methods.trt.loop import TRT
+from testtime.methods.trt.method import TRT
 from testtime.models.fake import FakeModel
 
 PROBLEM = Problem(id="two-plus-two", domain="math", statement="What is 2 + 2?")

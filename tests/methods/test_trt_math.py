@@ -18,7 +18,7 @@ from tests.helpers import solve_with
 from testtime.core.answers import equivalent
 from testtime.core.records import Message, Problem, SamplingParams
 from testtime.core.results import ProblemResult
-from testtime.methods.trt.loop import TRT
+from testtime.methods.trt.method import TRT
 from testtime.models.fake import FakeModel
 
 PROBLEM = Problem(id="p", domain="math", statement="What is the answer?")

@@ -16,7 +16,7 @@ import pytest
 from testtime.core.errors import RunStopped
 from testtime.core.records import Problem, Reference
 from testtime.core.results import Grading, ProblemResult, ResultRecord, StreamUpdate
-from testtime.methods.online import Learner
+from testtime.methods.learner import Learner
 from testtime.run.directory import RunDir
 from testtime.run.loop import Arrival, ProblemList, Session, Source, unlabelled_of
 

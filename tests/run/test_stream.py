@@ -261,7 +261,7 @@ def test_a_resumed_learner_rebuilds_from_ungraded_results(tmp_path: Path, monkey
     `ProblemResult` (the type has no grade), so no learner can read a label, by construction."""
     from testtime.cli import main
     from testtime.core.results import ProblemResult
-    from testtime.methods.online import NoAdaptation
+    from testtime.methods.learner import NoAdaptation
 
     handed: list[object] = []
 

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from testtime.cli.settings import SharedFlags, run_settings
+from testtime.cli.shared_flags import SharedFlags, run_settings
 from testtime.core.errors import UserError
 
 ablate_app = typer.Typer(help="Sweeps at matched compute, measured by the ledger.", no_args_is_help=True)
@@ -52,8 +52,8 @@ def depth_width_command(
     from testtime.core.options import parse_options
     from testtime.experiments.ablate import Grid, depth_width
     from testtime.methods.rsa import RSAOptions
-    from testtime.methods.trt.loop import TRTOptions
-    from testtime.methods.ttrl.settings import TTRLSettings
+    from testtime.methods.trt.method import TRTOptions
+    from testtime.methods.ttrl.recipe import TTRLSettings
 
     rsa = None if no_rsa else parse_options(rsa_opt or [], "--rsa-opt")
     if rsa is not None:

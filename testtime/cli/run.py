@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
-from testtime.cli.settings import SharedFlags, run_settings
+from testtime.cli.shared_flags import SharedFlags, run_settings
 from testtime.core.errors import UserError
 
 if TYPE_CHECKING:
@@ -296,8 +296,8 @@ def list_command() -> None:
 
     for name, text in METHODS.describe().items():
         method = METHODS.get(name)
-        selects = issubclass(method.Options, SelectorChoice)  # type: ignore[attr-defined]
-        defaults = method.default_selectors.items() if selects else ()  # type: ignore[attr-defined]
+        options = method.Options  # type: ignore[attr-defined]
+        defaults = options.default_selectors.items() if issubclass(options, SelectorChoice) else ()
         table.add_row("method", name, "\n".join(f"{d}: {s}" for d, s in defaults) or "-", what(METHODS, name, text))
     kinds: list[tuple[str, Registry[Any]]] = [("selector", SELECTORS), ("benchmark", BENCHMARKS)]
     kinds += [("model provider", MODELS), ("ttrl reward", REWARDS)]

@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from testtime.cli.settings import SharedFlags, run_settings
+from testtime.cli.shared_flags import SharedFlags, run_settings
 from testtime.core.errors import UserError
 from testtime.serve.limits import ServeLimits
 

@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from testtime.cli.settings import SharedFlags, run_settings
+from testtime.cli.shared_flags import SharedFlags, run_settings
 from testtime.core.errors import UserError
 from testtime.run.settings import RunSettings
 
@@ -68,7 +68,7 @@ def verl_command(
     protocol (avg@16 and maj@16 at T=0.6, top-p 0.95, 3,072 tokens), the command printed.
     """
     from testtime.core.options import parse_options
-    from testtime.methods.ttrl.settings import TTRLSettings
+    from testtime.methods.ttrl.recipe import TTRLSettings
     from testtime.methods.ttrl.verl.config import (
         cluster,
         compose,

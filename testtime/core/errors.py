@@ -17,6 +17,11 @@ class UserError(Exception):
     """Bad input from the user (unknown name, unreadable file, malformed config): one clear line."""
 
 
+class PlanError(RuntimeError):
+    """A method did what its plan did not declare (a kind of model call): its bug, not the user's; the record
+    would no longer say what ran, so the run stops."""
+
+
 class ModelError(Exception):
     """A model call failed in a way retrying will not fix (bad request, auth, unknown model)."""
 

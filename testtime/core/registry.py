@@ -38,6 +38,8 @@ class Registry(Generic[T]):
             if plugin is not None:
                 self._plugin_of[name] = plugin
             self._factories[name] = factory
+            if isinstance(factory, type) and "name" not in vars(factory):
+                factory.name = name  # type: ignore[attr-defined] - a class is named by its registration, once
             doc_lines = (factory.__doc__ or "").strip().splitlines()
             self._help[name] = help or (doc_lines[0] if doc_lines else "")
             return factory

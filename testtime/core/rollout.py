@@ -12,18 +12,41 @@ import hashlib
 import math
 import random
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Collection, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Literal
 
 from testtime.core.cache import CompletionCache, cache_key
-from testtime.core.errors import BudgetExhausted, MalformedAnswer, ModelError, RunStopped, TransientModelError
+from testtime.core.errors import (
+    BudgetExhausted,
+    MalformedAnswer,
+    ModelError,
+    PlanError,
+    RunStopped,
+    TransientModelError,
+)
 from testtime.core.ledger import CallPurpose, Ledger, LedgerEntry
 from testtime.core.model import CALL_PROBLEM, LanguageModel
 from testtime.core.records import Completion, Message, SamplingParams, Usage
 from testtime.core.secrets import environment_secrets, scrub
 from testtime.core.trace import CALL_ID_LENGTH, Trace
+
+# The kinds of call the method now running declared in its plan (`methods/plan.py`); None outside a method's run.
+_DECLARED: ContextVar[frozenset[str] | None] = ContextVar("declared_calls", default=None)
+
+
+@contextmanager
+def declared_calls(kinds: Collection[str]) -> Iterator[None]:
+    """While a method runs (a run's loop, a served request), every engine refuses a call of another kind: the
+    task that enters here and the tasks and threads it starts see the declaration; others do not."""
+    token = _DECLARED.set(frozenset(kinds))
+    try:
+        yield
+    finally:
+        _DECLARED.reset(token)
 
 
 @dataclass(frozen=True)
@@ -192,6 +215,10 @@ class RolloutEngine:
         messages and params continues where the first stopped (indices n..2n-1), so its samples are new ones;
         `first=0` asks for the first call's samples again. A resumed run makes its calls in the same order, so
         it meets the same indices and its cache answers exactly what was paid for."""
+        declared = _DECLARED.get()
+        if declared is not None and purpose not in declared:
+            kinds = ", ".join(sorted(declared)) or "none"
+            raise PlanError(f"a '{purpose}' call, which the method's plan did not declare (it declares {kinds})")
         start = self._next_index(messages, params, problem_id, purpose, n) if first is None else first
         units = [self._unit(messages, params, i, problem_id, purpose, step) for i in range(start, start + n)]
         if self.n_per_request and n > 1 and self.model is not None and self.model.takes_n:

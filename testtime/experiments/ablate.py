@@ -15,8 +15,9 @@ from typing import Any
 
 from testtime.core.errors import UserError
 from testtime.experiments.curves import Point, plot, run_points
-from testtime.methods.trt.loop import TRT
-from testtime.run.build import build_method
+from testtime.methods.plan import Domain
+from testtime.methods.trt.method import DEFAULT_SAMPLING as TRT_SAMPLING
+from testtime.run.build import build_method, plan_of
 from testtime.run.directory import RunDir
 from testtime.run.execute import execute
 from testtime.run.lifecycle import create_or_resume
@@ -38,7 +39,7 @@ class Grid:
     trt_options: dict[str, Any] = field(default_factory=dict)
     ttrl: dict[str, Any] | None = None
 
-    def plan(self) -> dict[str, RunSettings]:
+    def sub_runs(self) -> dict[str, RunSettings]:
         """Sub-run name → its settings."""
         base = self.base
         runs = {
@@ -51,7 +52,7 @@ class Grid:
             for k in self.widths
         }
         # The majority samples as TRT's solvers do (TRT's defaults where no flag is given), so the two compare.
-        trt = TRT.default_sampling
+        trt = TRT_SAMPLING
         solver = {
             "temperature": trt.temperature if base.temperature is None else base.temperature,
             "max_tokens": trt.max_tokens if base.max_tokens is None else base.max_tokens,
@@ -67,11 +68,9 @@ class Grid:
         return runs
 
 
-def planned_calls(settings: RunSettings, problems: int, domain: str = "math") -> int:
+def planned_calls(settings: RunSettings, problems: int, domain: Domain = "math") -> int:
     """What a sub-run must cost, by the method's own construction: the budget the grid promises."""
-    method = build_method(settings)
-    method.prepare(domain)
-    return problems * (method.planned_calls(domain, settings.n) or 0)
+    return problems * (plan_of(build_method(settings), settings, domain).calls or 0)
 
 
 def depth_width(
@@ -85,7 +84,7 @@ def depth_width(
     out.mkdir(parents=True, exist_ok=True)
     points: list[Point] = []
     spent_cost, spent_tokens = 0.0, 0
-    for name, settings in grid.plan().items():
+    for name, settings in grid.sub_runs().items():
         path = out / name
         left = settings.model_copy(
             update={

@@ -2,7 +2,7 @@
 
 The embedded model (SmolLM2-135M-Instruct) on 32 seeded two-digit additions (`arith`, pass@1 ≈ 0.3, its maj@8
 higher: the TTRL regime) that the preset was not tuned on: the generator's seed 1, where every cpu recipe was
-tried on seed 0's set (`TUNED_ON` in methods/ttrl/settings.py). `ttrl --preset cpu` is the paper's recipe at this
+tried on seed 0's set (`TUNED_ON` in methods/ttrl/recipe.py). `ttrl --preset cpu` is the paper's recipe at this
 size (16 votes, 8 trained, 4 prompts per rollout step, one optimiser step per prompt, 8 rollout steps, T=1.0;
 ≈ 10 minutes here). Reports pass@1 (avg@8 at T=1.0) before and after with a paired bootstrap CI of the gain,
 greedy accuracy before and after, the trained model's pass@1 against the base's greedy answer (paired: does

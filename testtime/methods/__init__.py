@@ -1,23 +1,21 @@
 """Methods, registered by name: `single`, `majority`, `trt`, `rsa`, `ttrl`.
 
-Contract (the one the run loop calls, `run/loop.py`): `method.learner(ctx)` gives the `Learner`
-(`methods/online.py`) that may prepare over a whole set, answers one problem at a time and may learn after each,
-for every kind of run (batch, stream, served, shard). A method sees `Problem`s and a `MethodContext`; neither
-can reach a `Reference` (architecture invariant 1), and methods never import `testtime.benchmarks`. Methods
-that solve each problem on its own subclass `PerProblem` and write `solve` (their learner is `NoAdaptation`);
-TTRL, which trains on the whole set (or on a stream as it goes), writes `learner`.
-Each method declares its options as a pydantic model (`Options`, with its own flags) and the generic run
-flags it reads (`run_flags`); `prepare(domain)` builds what depends on the benchmark's domain (its selector)
-before any run directory exists. `sampling(domain, base)` says what each kind of call it makes will send
-(solve, strategies, reflect, tests, aggregate, TTRL's rollouts and evaluations): the run records that plan
-in its manifest and hands it to the method in `MethodContext.sampling`, and the method's calls take their
-parameters from it, so what is recorded is what was sent.
+The contract a method author learns (the one the run loop calls, `run/loop.py`): `Options` (a pydantic model of
+the method's own options and flags), `plan(problems, base, stream) -> Plan` (what it will do on a problem set:
+`methods/plan.py`), and `learner(ctx)` (the `Learner`, `methods/learner.py`, that may prepare over a whole set,
+answers one problem at a time and may learn after each, for every kind of run: batch, stream, served, shard).
+Methods that solve each problem on its own subclass `PerProblem` and write `solve` (their learner is
+`NoAdaptation`); TTRL, which trains on the whole set (or on a stream as it goes), writes `learner`. The name is
+the one it is registered under. A method sees `Problem`s and a `MethodContext` holding its plan; neither can
+reach a `Reference` (architecture invariant 1), and methods never import `testtime.benchmarks`. Every call takes
+its sampling from the plan (`ctx.sampled(kind)`), and the engine refuses a kind the plan did not declare, so
+what the manifest records is what was sent.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -36,33 +34,32 @@ from testtime.core.records import Candidate, Completion, Message, Problem, Sampl
 from testtime.core.registry import Registry
 from testtime.core.results import ProblemResult
 from testtime.core.rollout import RolloutEngine
+from testtime.methods.legacy import LEGACY_HOOKS, legacy_plan, warn_legacy
+from testtime.methods.plan import Plan, ProblemSet, RunBase
 from testtime.sandbox import Sandbox
 from testtime.selectors import DEFAULTS, SelectionContext, Selector, build_selector
 
 if TYPE_CHECKING:
-    from testtime.methods.online import Learner
+    from testtime.methods.learner import Learner
 
-SAMPLING_FLAGS = frozenset({"temperature", "top_p", "max_tokens"})
 SELECTOR_OPTION_NAMES = ("tie_policy", "test_inputs", "predicted_outputs", "timeout_s", "rule")
 
 
 @dataclass
 class MethodContext:
     engine: RolloutEngine
-    params: SamplingParams  # the run's base sampling (flags, else defaults); a kind of call may differ
+    plan: Plan  # what the method said it will do here: sampling per kind of call, samples, selector
     prompt: Callable[[Problem], list[Message]]
-    n: int | None = None  # samples per problem; None = the method's default
     seed: int = 0
     problem_concurrency: int = 256
     sandbox: Sandbox | None = None  # code problems: where candidates and generated tests run
     checkpoints: RoundCheckpoints = field(default_factory=lambda: RoundCheckpoints(None))  # multi-round state
     workdir: Path | None = None  # the run directory, for methods that write artefacts (TTRL's checkpoints)
-    sampling: dict[str, SamplingParams] = field(default_factory=dict)  # the method's plan, kind of call → params
-    oracle: LabelOracle | None = None  # the labels, opened by the runner only for a method that uses_labels()
+    oracle: LabelOracle | None = None  # the labels, opened by the runner only for a plan that uses_labels
 
     def sampled(self, kind: CallPurpose) -> SamplingParams:
-        """What calls of this kind send: the plan's entry, else the run's base sampling."""
-        return self.sampling.get(kind, self.params)
+        """What calls of this kind send: the plan's entry (a kind it did not declare is refused)."""
+        return self.plan.sampled(kind)
 
     def params_for(self, step: int, slot: int, kind: CallPurpose = "solve") -> SamplingParams:
         """Sampling params with a seed of their own for one call of a multi-step method (its step and slot),
@@ -76,9 +73,9 @@ class MethodContext:
             seed=self.seed,
             step=step,
             engine=self.engine,
-            params=params or self.sampled("tests"),
+            params=params or self.plan.sampling.get("tests"),
             sandbox=self.sandbox,
-            sampling=self.sampling,
+            sampling=self.plan.sampling,
         )
 
 
@@ -116,6 +113,16 @@ class SelectorChoice(Options):
         None, "selector by name (default: majority on math, execution on code, medoid on free-form text)"
     )
     selector_options: dict[str, Any] = Field(default_factory=dict, description="the selector's options")
+    default_selectors: ClassVar[Mapping[str, str]] = DEFAULTS  # domain → the selector used when none is named
+
+    def build(self, domain: str, defaults: Mapping[str, str] | None = None) -> Selector:
+        """The selector these options name (else the domain's default), checked to serve `domain`."""
+        name = self.selector or (defaults or self.default_selectors)[domain]
+        selector = build_selector(name, self.selector_options)
+        if domain not in selector.domains:
+            serves = " and ".join(sorted(selector.domains))
+            raise UserError(f"selector {name} cannot choose among {domain} answers; it serves {serves} problems")
+        return selector
 
     @classmethod
     def migrate(cls, values: dict[str, Any]) -> dict[str, Any]:
@@ -128,92 +135,39 @@ class SelectorChoice(Options):
 
 
 class Method(ABC):
-    """A test-time method, registered by name (`@METHODS.register`). Most methods subclass `PerProblem` and
-    write `solve`; the hooks below have defaults, and `Options` declares the method's own options and flags."""
+    """A test-time method, registered by name (`@METHODS.register`, which names it). Most methods subclass
+    `PerProblem` and write `solve`; `Options` declares the method's own options and flags, `plan` what it will
+    do (the default: `solve` calls at the run's sampling, and the selector's calls for a method that selects)."""
 
-    name: ClassVar[str]
+    name: ClassVar[str]  # the name it is registered under
     Options: ClassVar[type[Options]] = Options
-    run_flags: ClassVar[frozenset[str]] = SAMPLING_FLAGS  # generic `run` flags this method reads
-    flag_hints: ClassVar[dict[str, str]] = {}  # what to use instead of a generic flag it does not read
-    default_selectors: ClassVar[dict[str, str]] = DEFAULTS
-    # What its calls send when no flag says otherwise (the reference's settings, where the method has one).
-    default_sampling: ClassVar[SamplingParams] = SamplingParams()
 
-    def __init__(self, streaming: bool = False, **options: Any) -> None:
-        """`streaming`: the run is a stream (`--stream`), answered in arrival order; the plan and options may
-        depend on it. `options`: the method's own (`Options`)."""
-        self.streaming = streaming
+    def __init__(self, **options: Any) -> None:
+        """`options`: the method's own (`Options`)."""
+        if "streaming" in options:  # before the plan said so (a plugin's own __init__ passed it on)
+            warn_legacy(type(self), "streaming")
+            options.pop("streaming")
         self.options = self.Options.parse(options, self.name)
-        self.selector: Selector | None = None
 
-    def describe(self) -> dict[str, Any]:
-        described = {"name": self.name, **self.options.model_dump()}
-        if self.selector is not None:
-            described["selector"] = self.selector.describe()
-        return described
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for hook in LEGACY_HOOKS:
+            if hook in vars(cls):
+                warn_legacy(cls, hook)
 
-    def check_model(self, model_spec: str) -> None:  # noqa: B027 - optional hook
-        """Refuse a model this method cannot use, before the run directory exists (UserError)."""
-
-    def uses_labels(self) -> bool:
-        """Whether these options ask for the labels (TTRL's `oracle` reward): the runner then opens the one
-        channel to them (`ctx.oracle`) and every record of the run says so. Label-free: False, always."""
-        return False
-
-    def prepare(self, domain: str, bench: str = "") -> None:
-        """Settle what depends on the benchmark (its domain's selector; a preset's values for this benchmark)
-        before any run directory exists. Direct callers may skip it: `selector_for` prepares on first use."""
-        if isinstance(self.options, SelectorChoice):
-            name = self.options.selector or self.default_selectors[domain]
-            self.selector = build_selector(name, self.options.selector_options)
-            if domain not in self.selector.domains:
-                serves = " and ".join(sorted(self.selector.domains))
-                raise UserError(f"selector {name} cannot choose among {domain} answers; it serves {serves} problems")
-
-    def selector_for(self, domain: str) -> Selector:
-        """The prepared selector (prepared now if a caller skipped `prepare`, as direct callers may)."""
-        if self.selector is None:
-            self.prepare(domain)
-        if self.selector is None:
-            raise TypeError(f"{self.name} does not select")
-        return self.selector
-
-    def planned_calls(self, domain: str, n: int | None) -> int | None:
-        """Model calls one problem costs by construction (a progress bar's total); None when not known."""
-        return None
-
-    def call_kinds(self, domain: str) -> tuple[CallPurpose, ...]:
-        """The kinds of model call this method makes on a problem of `domain` (after `prepare`)."""
-        return ("solve", *self._selector_calls())
-
-    def _selector_calls(self) -> tuple[CallPurpose, ...]:
-        """A selector that asks the model (execution's test inputs, usc's judgement): its calls are the method's."""
-        return self.selector.call_kinds() if self.selector is not None else ()
-
-    def _selector_planned_calls(self) -> int:
-        """The model calls selecting one problem makes (usc: its judgement and its grouping)."""
-        return self.selector.planned_calls() if self.selector is not None else 0
-
-    def sampling(self, domain: str, base: SamplingParams) -> dict[str, SamplingParams]:
-        """What each kind of call sends, from the run's base sampling (flags, else the defaults); methods with
-        their own per-kind settings override this. Recorded in the manifest, handed back in the context."""
-        return {kind: base for kind in self.call_kinds(domain)}
-
-    def effective_n(self, n: int | None) -> int | None:
-        """Samples per problem the answer is drawn from, when the method draws a fixed number (else None)."""
-        return n
-
-    def planned_rounds(self) -> int | None:
-        """Rounds (TRT) or steps (RSA) per problem, for the progress bar; None for single-shot methods."""
-        return None
-
-    def check_stream(self) -> None:  # noqa: B027 - optional hook
-        """Refuse options that need a stream (or cannot run on one), before the run directory exists."""
+    def plan(self, problems: ProblemSet, base: RunBase, stream: bool = False) -> Plan:
+        """What this method will do on `problems` (settling presets that depend on them), or a one-line UserError
+        for a model, a stream or options it cannot run with, before any run directory exists."""
+        if any(hook in LEGACY_HOOKS for klass in type(self).__mro__[:-1] for hook in vars(klass)):
+            return legacy_plan(self, problems, base, stream)
+        selector = self.options.build(problems.domain) if isinstance(self.options, SelectorChoice) else None
+        params = base.sampling()
+        return Plan.of(self, {"solve": params}, params, stream=stream, selector=selector, ignores={"n": ""})
 
     @abstractmethod
     def learner(self, ctx: MethodContext) -> Learner:
         """What answers (and may learn) in the run loop: one problem at a time, after an optional `prepare`
-        over the whole set; on a stream, in arrival order."""
+        over the whole set; on a stream (`ctx.plan.stream`), in arrival order."""
 
 
 class PerProblem(Method):
@@ -224,7 +178,7 @@ class PerProblem(Method):
         """Solve one problem without labels."""
 
     def learner(self, ctx: MethodContext) -> Learner:
-        from testtime.methods.online import NoAdaptation
+        from testtime.methods.learner import NoAdaptation
 
         return NoAdaptation(self, ctx)
 

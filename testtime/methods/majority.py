@@ -7,8 +7,8 @@ from __future__ import annotations
 from testtime.core.records import Problem
 from testtime.core.results import ProblemResult
 from testtime.core.rollout import RolloutEngine
-from testtime.methods import METHODS, SAMPLING_FLAGS, MethodContext, PerProblem, SelectorChoice, make_candidates
-from testtime.selectors import Selector
+from testtime.methods import METHODS, MethodContext, PerProblem, SelectorChoice, make_candidates
+from testtime.methods.plan import Plan, ProblemSet, RunBase
 
 DEFAULT_N = 8
 
@@ -17,25 +17,23 @@ DEFAULT_N = 8
     "majority", help=f"best of --n samples (default {DEFAULT_N}): vote (math), execution (code), medoid (text)"
 )
 class Majority(PerProblem):
-    name = "majority"
     Options = SelectorChoice
-    run_flags = SAMPLING_FLAGS | {"n"}
+    options: SelectorChoice
 
-    def planned_calls(self, domain: str, n: int | None) -> int | None:
-        return (n or DEFAULT_N) + self._selector_planned_calls()  # code: one more call writes test inputs
-
-    def effective_n(self, n: int | None) -> int | None:
-        return n or DEFAULT_N
+    def plan(self, problems: ProblemSet, base: RunBase, stream: bool = False) -> Plan:
+        selector, params, n = self.options.build(problems.domain), base.sampling(), base.n or DEFAULT_N
+        calls = n + selector.planned_calls()  # code: one more call writes test inputs; usc: its judgements
+        return Plan.of(self, {"solve": params}, params, stream=stream, selector=selector, samples=n, calls=calls)
 
     async def solve(self, problem: Problem, ctx: MethodContext) -> ProblemResult:
-        return await vote(problem, ctx, ctx.engine, ctx.n or DEFAULT_N, self.selector_for(problem.domain))
+        return await vote(problem, ctx, ctx.engine)
 
 
-async def vote(
-    problem: Problem, ctx: MethodContext, engine: RolloutEngine, n: int, selector: Selector
-) -> ProblemResult:
-    """N samples of `engine` at the plan's `solve` sampling, then the selector's choice among them (online TTRL
+async def vote(problem: Problem, ctx: MethodContext, engine: RolloutEngine) -> ProblemResult:
+    """The plan's samples of `engine` at its `solve` sampling, then its selector's choice among them (online TTRL
     answers a stream's arrivals this way with its current weights: the same rule as this method)."""
+    selector, n = ctx.plan.selector, ctx.plan.samples
+    assert selector is not None and n is not None, "a vote's plan names its selector and samples"
     completions = await engine.sample(ctx.prompt(problem), n, ctx.sampled("solve"), problem_id=problem.id)
     candidates = make_candidates(problem, completions)
     selection = await selector.select(problem, candidates, ctx.selection())

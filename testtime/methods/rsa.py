@@ -11,16 +11,15 @@ for code).
 from __future__ import annotations
 
 import random
-from typing import ClassVar
 
 from pydantic import model_validator
 
-from testtime.core.ledger import CallPurpose
 from testtime.core.options import flag
 from testtime.core.records import Candidate, Message, Problem, SamplingParams
 from testtime.core.results import ProblemResult, RoundCandidate, RoundRecord
 from testtime.core.rollout import gather_landed
 from testtime.methods import METHODS, MethodContext, PerProblem, SelectorChoice, make_candidates
+from testtime.methods.plan import Plan, ProblemSet, RunBase
 
 AGGREGATE = """### Candidate solutions (some may be wrong)
 {candidates}
@@ -32,6 +31,10 @@ ENDINGS = {
     "code": "Give the complete solution as one fenced ```python block.",
     "text": "Give only the improved response itself, as the final reply to the request above.",
 }
+
+
+# trt.md §11 (RSA's eval_code.py CLI): temperature 1.0, max new tokens 8,192.
+DEFAULT_SAMPLING = SamplingParams(temperature=1.0, max_tokens=8192)
 
 
 class RSAOptions(SelectorChoice):
@@ -53,24 +56,21 @@ class RSAOptions(SelectorChoice):
 
 @METHODS.register("rsa", help="recursive self-aggregation: population N (16), aggregate K (4), steps T (10)")
 class RSA(PerProblem):
-    name = "rsa"
     Options = RSAOptions
     options: RSAOptions
-    flag_hints: ClassVar[dict[str, str]] = {"n": "its population is --method-opt population=N"}
-    # trt.md §11 (RSA's eval_code.py CLI): temperature 1.0, max new tokens 8,192.
-    default_sampling: ClassVar[SamplingParams] = SamplingParams(temperature=1.0, max_tokens=8192)
 
-    def planned_calls(self, domain: str, n: int | None) -> int | None:
-        return self.options.population * self.options.steps + self._selector_planned_calls()
-
-    def call_kinds(self, domain: str) -> tuple[CallPurpose, ...]:
-        return ("solve", "aggregate", *self._selector_calls())
-
-    def effective_n(self, n: int | None) -> int | None:
-        return None  # a population of N through T steps (the method's options say how many)
-
-    def planned_rounds(self) -> int | None:
-        return self.options.steps
+    def plan(self, problems: ProblemSet, base: RunBase, stream: bool = False) -> Plan:
+        selector, params, o = self.options.build(problems.domain), base.sampling(DEFAULT_SAMPLING), self.options
+        return Plan.of(
+            self,
+            {"solve": params, "aggregate": params},
+            params,
+            stream=stream,
+            selector=selector,
+            calls=o.population * o.steps + selector.planned_calls(),
+            rounds=o.steps,  # a population of N through T steps: no fixed number of samples an answer is drawn from
+            ignores={"n": "its population is --method-opt population=N"},
+        )
 
     async def solve(self, problem: Problem, ctx: MethodContext) -> ProblemResult:
         n = self.options.population
@@ -86,7 +86,8 @@ class RSA(PerProblem):
         for step in range(int(saved["round"]) + 1 if saved else 2, self.options.steps + 1):
             population = await self._aggregate(problem, ctx, step, population)
             await self._checkpoint(problem, ctx, step, population)
-        selector = self.selector_for(problem.domain)
+        selector = ctx.plan.selector
+        assert selector is not None, "rsa's plan names its selector"
         selection = await selector.select(problem, population, ctx.selection(step=self.options.steps))
         rounds = tuple(RoundRecord.model_validate(e["record"]) for e in ctx.checkpoints.rounds(problem.id))
         return ProblemResult(
@@ -130,8 +131,8 @@ class RSA(PerProblem):
     async def _checkpoint(self, problem: Problem, ctx: MethodContext, step: int, population: list[Candidate]) -> None:
         # Per step, a label-free pick for the audit's curve: the vote on math (cheap); code picks only at the end.
         selected = None
-        if problem.domain == "math":
-            selected = (await self.selector_for(problem.domain).select(problem, population, ctx.selection())).answer
+        if problem.domain == "math" and ctx.plan.selector is not None:
+            selected = (await ctx.plan.selector.select(problem, population, ctx.selection())).answer
         record = RoundRecord(
             round=step,
             selected_answer=selected,

@@ -2,23 +2,18 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from testtime.core.records import Problem
 from testtime.core.results import ProblemResult
 from testtime.methods import METHODS, MethodContext, PerProblem, make_candidates
+from testtime.methods.plan import Plan, ProblemSet, RunBase
 
 
 @METHODS.register("single", help="one sample per problem (greedy with --temperature 0)")
 class Single(PerProblem):
-    name = "single"
-    flag_hints: ClassVar[dict[str, str]] = {"n": "it draws one sample; use --method majority --n N"}
-
-    def planned_calls(self, domain: str, n: int | None) -> int | None:
-        return 1
-
-    def effective_n(self, n: int | None) -> int | None:
-        return 1
+    def plan(self, problems: ProblemSet, base: RunBase, stream: bool = False) -> Plan:
+        params = base.sampling()
+        hint = "it draws one sample; use --method majority --n N"
+        return Plan.of(self, {"solve": params}, params, stream=stream, samples=1, calls=1, ignores={"n": hint})
 
     async def solve(self, problem: Problem, ctx: MethodContext) -> ProblemResult:
         completions = await ctx.engine.sample(ctx.prompt(problem), 1, ctx.sampled("solve"), problem_id=problem.id)

@@ -1,5 +1,5 @@
 """Build what a run needs from its settings — benchmark, method, model, problems, sandbox — before anything
-is written, so bad input leaves no trace; and the method's plan (what each kind of call will send)."""
+is written, so bad input leaves no trace; and the method's plan (what it will do: `methods/plan.py`)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from testtime.core.model import LanguageModel
 from testtime.core.oracle import LabelOracle
 from testtime.core.records import Problem
 from testtime.methods import METHODS, Method, PerProblem, load_methods
+from testtime.methods.plan import GENERIC_FLAGS, Domain, Plan, ProblemSet
 from testtime.models import resolve_model
 from testtime.run.manifest import Effective
 from testtime.run.settings import RunSettings
@@ -32,7 +33,7 @@ def data_changed(recorded: dict[str, Any], benchmark: Benchmark) -> bool:
 
 def build_method(settings: RunSettings) -> Method:
     load_methods()
-    return METHODS.get(settings.method)(streaming=settings.stream, **settings.method_options)
+    return METHODS.get(settings.method)(**settings.method_options)
 
 
 def build_model(settings: RunSettings) -> LanguageModel:
@@ -61,33 +62,28 @@ def load_problems(benchmark: Benchmark, limit: int | None) -> tuple[list[Problem
 class RunParts:
     benchmark: Benchmark
     method: Method
+    plan: Plan  # what the method will do on these problems: the manifest records it, the context carries it
     model: LanguageModel | None  # None in replay: only the cache answers
     problems: list[Problem]
     references: SealedReferences
     sandbox: Sandbox | None = None  # code benchmarks: grading and execution-based selection run here
 
-    def effective(self, settings: RunSettings) -> Effective:
-        return effective_plan(self.method, self.benchmark.domain, settings, problems=len(self.problems))
+    def effective(self) -> Effective:
+        return Effective.of(self.plan, problems=len(self.problems))
 
     def close(self) -> None:
         self.benchmark.close()  # the benchmark holds the sandbox it grades in
 
 
-def effective_plan(method: Method, domain: str, settings: RunSettings, problems: int = 0) -> Effective:
-    """What a run will use: the method's sampling per kind of call, its samples per problem, its calls."""
-    return Effective(
-        n=method.effective_n(settings.n),
-        sampling=method.sampling(domain, settings.sampling(method.default_sampling)),
-        problems=problems,
-        planned_calls_per_problem=method.planned_calls(domain, settings.n),
-        uses_labels=method.uses_labels(),
-    )
+def plan_of(method: Method, settings: RunSettings, domain: Domain, bench: str = "") -> Plan:
+    """The method's plan for these settings on a problem set (serve: the server's own domain, no benchmark)."""
+    return method.plan(ProblemSet(domain, bench), settings.base(), settings.stream)
 
 
 def label_oracle(parts: RunParts) -> LabelOracle | None:
-    """The labels' one channel to a method (`core/oracle.py`): open only for a method whose options ask for
+    """The labels' one channel to a method (`core/oracle.py`): open only for a plan whose options ask for
     them; None for every other run."""
-    if not parts.method.uses_labels():
+    if not parts.plan.uses_labels:
         return None
     benchmark, references = parts.benchmark, parts.references
 
@@ -97,9 +93,9 @@ def label_oracle(parts: RunParts) -> LabelOracle | None:
     return LabelOracle(correct=correct)
 
 
-def check_labels_available(method: Method, benchmark: Benchmark, references: SealedReferences) -> None:
+def check_labels_available(plan: Plan, benchmark: Benchmark, references: SealedReferences) -> None:
     """A method that trains on the labels needs them, on a domain where grading is cheap and thread-safe."""
-    if not method.uses_labels():
+    if not plan.uses_labels:
         return
     if benchmark.domain == "code":
         raise UserError("the oracle reward grades math answers; on code it is not built yet (hidden tests per sample)")
@@ -124,13 +120,13 @@ def check_sandbox_choice(settings: RunSettings) -> None:
         raise UserError(f"--sandbox must be one of {', '.join(CHOICES)}, not '{settings.sandbox}'")
 
 
-def check_run_flags(settings: RunSettings, method: Method) -> None:
-    """A generic flag the method would ignore is a mistake, not a setting: say what to use instead."""
-    for flag in ("n", "temperature", "top_p", "max_tokens"):
-        if getattr(settings, flag) is not None and flag not in method.run_flags:
-            hint = method.flag_hints.get(flag, "")
+def check_run_flags(settings: RunSettings, plan: Plan) -> None:
+    """A generic flag the method's plan leaves alone is a mistake, not a setting: say what to use instead."""
+    for flag in GENERIC_FLAGS:
+        if getattr(settings, flag) is not None and flag in plan.ignores:
+            hint = plan.ignores[flag]
             spelled = "--" + flag.replace("_", "-")
-            raise UserError(f"--method {method.name} does not use {spelled}" + (f": {hint}" if hint else ""))
+            raise UserError(f"--method {settings.method} does not use {spelled}" + (f": {hint}" if hint else ""))
 
 
 def build_parts(settings: RunSettings, replay: bool = False) -> RunParts:
@@ -138,21 +134,20 @@ def build_parts(settings: RunSettings, replay: bool = False) -> RunParts:
     benchmark, method = build_benchmark(settings), build_method(settings)
     if benchmark.name == "stdin" and not settings.stream:
         raise UserError("--bench - reads a stream from standard input: add --stream")
-    if benchmark.name == "stdin" and method.uses_labels():
+    # a model, stream, --selector or --selector-opt the method cannot run with fails here, before anything is written
+    plan = plan_of(method, settings, benchmark.domain, benchmark.name)
+    if benchmark.name == "stdin" and plan.uses_labels:
         raise UserError("the oracle reward trains on labels known before the run; on standard input they come later")
-    method.check_stream()
-    method.check_model(settings.model)
-    method.prepare(benchmark.domain, benchmark.name)  # its selector: a bad --selector or --selector-opt fails here
     problems, references = load_problems(benchmark, settings.limit)
     if settings.shard is not None or settings.shards is not None:
         check_shardable(method, settings)
     if settings.shard is not None:
         problems = shard_of(problems, settings.shard)
-    check_labels_available(method, benchmark, references)
+    check_labels_available(plan, benchmark, references)
     model = None if replay else build_model(settings)
     sandbox = None
     if benchmark.needs_sandbox:
         check_sandbox_choice(settings)
         sandbox = open_sandbox(settings.sandbox)
         benchmark.sandbox = sandbox
-    return RunParts(benchmark, method, model, problems, references, sandbox)
+    return RunParts(benchmark, method, plan, model, problems, references, sandbox)

@@ -13,16 +13,17 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 from testtime.core.checkpoint import RoundCheckpoints
 from testtime.core.errors import BudgetExhausted, Interrupted, RunStopped
 from testtime.core.results import Grading, ProblemResult, ResultRecord
-from testtime.core.rollout import RolloutEngine
+from testtime.core.rollout import RolloutEngine, declared_calls
 from testtime.evaluation.caveats import plan_warnings
 from testtime.evaluation.scoring import score
 from testtime.evaluation.summary import RunSummary
 from testtime.methods import MethodContext, PerProblem
-from testtime.methods.online import Learner
+from testtime.methods.learner import Learner
 from testtime.run.build import label_oracle
 from testtime.run.engine import open_engine
 from testtime.run.lifecycle import OpenRun
@@ -78,21 +79,22 @@ def execute(run: OpenRun, observer: RunObserver | None = None, retry_errors: boo
     source, retried = open_source(run, checkpoints, retry_errors)
     engine = open_engine(settings, parts.model, directory, cache_of=run.replay_of)
     effective = run.manifest.effective
+    plan = parts.plan
+    if effective is not None:  # a resumed run sends what its manifest recorded
+        plan = replace(plan, sampling={**plan.sampling, **effective.sampling}, samples=effective.n)
     ctx = MethodContext(
         checkpoints=checkpoints,
         engine=engine,
-        params=settings.sampling(method.default_sampling),
+        plan=plan,
         prompt=parts.benchmark.prompt,
-        n=settings.n,
         seed=settings.seed,
         sandbox=parts.sandbox,
         workdir=directory.path,
-        sampling=dict(effective.sampling) if effective else {},
         oracle=label_oracle(parts),
     )
     done = len(directory.read_results())
     known = source.known()
-    per_problem, rounds = method.planned_calls(parts.benchmark.domain, settings.n), method.planned_rounds()
+    per_problem, rounds = plan.calls, plan.rounds
     observer.start(
         ProgressPlan(
             problems=known,
@@ -143,7 +145,7 @@ def execute(run: OpenRun, observer: RunObserver | None = None, retry_errors: boo
         replay=run.replay_of is not None,
         stopped=stopped,
         retried_problems=retried,
-        uses_labels=method.uses_labels(),
+        uses_labels=plan.uses_labels,
         warnings=plan_warnings(effective.sampling, effective.n, effective.planned_calls_per_problem)
         if effective
         else [],
@@ -191,7 +193,8 @@ async def _drive(
     refresher = asyncio.create_task(refresh())
     undo = _stop_on_signals(ctx.engine)
     try:
-        await session.drive(source, learner, ctx.problem_concurrency, observer.note)
+        with declared_calls(ctx.plan.kinds):
+            await session.drive(source, learner, ctx.problem_concurrency, observer.note)
     except asyncio.CancelledError:
         stop = ctx.engine.stop
         if isinstance(stop, Interrupted):

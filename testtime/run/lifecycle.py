@@ -57,7 +57,7 @@ def create(settings: RunSettings, out: Path | None, runs_root: Path = Path("runs
     """A new run: everything that can fail on bad input is built first, then the directory and manifest."""
     parts = build_parts(settings)
     try:
-        check_run_flags(settings, parts.method)
+        check_run_flags(settings, parts.plan)
         directory = RunDir.create(out or default_run_path(runs_root, settings.method, settings.bench, settings.model))
         lock = _lock(directory)
     except BaseException:
@@ -66,8 +66,8 @@ def create(settings: RunSettings, out: Path | None, runs_root: Path = Path("runs
     manifest = RunManifest(
         kind="stream" if settings.stream else "batch",
         run=_recordable(settings),
-        effective=parts.effective(settings),
-        method=parts.method.describe(),
+        effective=parts.effective(),
+        method=dict(parts.plan.method),
         benchmark=parts.benchmark.describe(),
         model=parts.model.describe() if parts.model is not None else None,
         versions=versions(),
@@ -111,7 +111,7 @@ def resume(path: Path, changes: ResumeChanges | None = None) -> OpenRun:
             "were answered from other data; start a new run instead"
         )
     if manifest.effective is None:  # written before effective settings were recorded: record them now
-        manifest = manifest.model_copy(update={"effective": parts.effective(settings)})
+        manifest = manifest.model_copy(update={"effective": parts.effective()})
     directory.write_manifest(manifest)
     return OpenRun(directory, manifest, parts, notes=notes, lock=lock, settings_used=settings)
 
@@ -124,7 +124,7 @@ def replay(path: Path) -> OpenRun:
     directory = RunDir.create(path / f"replay-{time.strftime('%Y%m%d-%H%M%S')}")
     lock = _lock(directory)
     replayed = manifest.model_copy(
-        update={"effective": parts.effective(manifest.run), "model": None, "created": now(), "resumed": []}
+        update={"effective": parts.effective(), "model": None, "created": now(), "resumed": []}
     )
     directory.write_manifest(replayed)
     return OpenRun(directory, replayed, parts, replay_of=source, lock=lock)

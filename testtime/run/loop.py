@@ -4,7 +4,7 @@ Every kind of run is a `Session` fed by a `Source`: a batch's problem list (a sh
 stream or standard input (`run/stream.py`), a served request (`serve/session.py`, one arrival per request).
 The session owns what a run holds while it runs (the run directory, the engine with its ledger, cache, trace
 and budgets, the grader); the source says what arrives and in what order, and records what it must (a
-stream's arrivals and updates). The method is entered one way, its learner (`methods/online.py`):
+stream's arrivals and updates). The method is entered one way, its learner (`methods/learner.py`):
 
     learner.prepare(whole set)            once, when the source knows its problems ahead (offline TTRL trains here)
     for each arrival:  answer → grade → append → learn
@@ -30,7 +30,7 @@ from testtime.core.records import Problem, Reference
 from testtime.core.results import Grading, ProblemResult, ResultRecord, StreamUpdate, read_steps
 from testtime.core.rollout import RolloutEngine
 from testtime.evaluation.scoring import unlabelled
-from testtime.methods.online import Learner
+from testtime.methods.learner import Learner
 from testtime.run.directory import RunDir
 
 Grader = Callable[["Arrival", ProblemResult], Grading]  # the arrival's reference grades; None: unlabelled

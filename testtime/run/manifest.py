@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from testtime.core.records import SamplingParams
+from testtime.methods.plan import Plan
 from testtime.run.settings import RunSettings
 
 SCHEMA_VERSION = 2
@@ -25,7 +26,7 @@ RunKind = Literal["batch", "served", "stream"]
 
 
 class Effective(BaseModel):
-    """What the run used, as the method settled it before the first call."""
+    """What the run used, as the method's plan (`methods/plan.py`) settled it before the first call."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -34,6 +35,16 @@ class Effective(BaseModel):
     problems: int = 0  # problems loaded after --limit
     planned_calls_per_problem: int | None = None  # model calls one problem costs by construction
     uses_labels: bool = False  # the method read labels (TTRL's oracle reward): never a label-free result
+
+    @classmethod
+    def of(cls, plan: Plan, problems: int) -> Effective:
+        return cls(
+            n=plan.samples,
+            sampling=dict(plan.sampling),
+            problems=problems,
+            planned_calls_per_problem=plan.calls,
+            uses_labels=plan.uses_labels,
+        )
 
 
 class Resumed(BaseModel):

@@ -27,7 +27,7 @@ from testtime.core.ledger import LedgerTotals
 from testtime.core.records import Problem
 from testtime.core.results import Grading, ProblemResult, ResultRecord
 from testtime.evaluation.summary import RunSummary
-from testtime.methods.online import Learner
+from testtime.methods.learner import Learner
 from testtime.run.directory import RunDir
 from testtime.run.lifecycle import OpenRun, create_or_resume
 from testtime.run.loop import Arrival, Session, Source

@@ -9,6 +9,7 @@ served, how patiently): nothing that would change what a finished problem's answ
 from __future__ import annotations
 
 import platform
+from dataclasses import fields
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal
@@ -16,8 +17,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from testtime.core.errors import UserError
-from testtime.core.records import SamplingParams
 from testtime.core.rollout import SeedScheme
+from testtime.methods.plan import RunBase
 
 _VERSIONED = ("testtime", "pydantic", "torch", "transformers", "litellm", "vllm", "trl", "verl", "math-verify", "sympy")
 
@@ -77,16 +78,9 @@ class RunSettings(BaseModel):
         index, count = parse_shard(shard)
         return f"{index}/{count}"
 
-    def sampling(self, defaults: SamplingParams | None = None) -> SamplingParams:
-        """The sampling a method starts from: `--temperature` and friends where given, else the method's
-        defaults (`defaults`), else the generic ones."""
-        defaults = defaults or SamplingParams()
-        return SamplingParams(
-            temperature=defaults.temperature if self.temperature is None else self.temperature,
-            top_p=defaults.top_p if self.top_p is None else self.top_p,
-            max_tokens=defaults.max_tokens if self.max_tokens is None else self.max_tokens,
-            seed=self.seed,
-        )
+    def base(self) -> RunBase:
+        """What these settings bring to a method's plan: the model, --n, the sampling flags as given, the seed."""
+        return RunBase(**self.model_dump(include={f.name for f in fields(RunBase)}))
 
 
 class ResumeChanges(BaseModel):

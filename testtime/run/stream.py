@@ -1,5 +1,5 @@
 """Streams (`--stream`, `--bench -`): problems arrive one at a time and each is answered with the method's
-state as it stands at its arrival, before anything may be learned from it (`methods/online.py`).
+state as it stands at its arrival, before anything may be learned from it (`methods/learner.py`).
 
 Order of events per arrival: the problem is recorded (`problems.jsonl`, its label in `stream/labels.jsonl`,
 the grader's copy), the learner answers it, the runner grades it and appends the result (its `answered_with`
@@ -31,7 +31,7 @@ from testtime.core.errors import UserError
 from testtime.core.jsonl import read_records
 from testtime.core.records import Problem, Record, Reference
 from testtime.core.results import ResultRecord, StreamUpdate, TTRLStep, read_steps
-from testtime.methods.online import Learner
+from testtime.methods.learner import Learner
 from testtime.run.lifecycle import OpenRun
 from testtime.run.loop import Arrival, Source
 

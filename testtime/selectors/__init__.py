@@ -26,7 +26,7 @@ from testtime.core.selection import Selection
 from testtime.sandbox import Sandbox
 
 
-@dataclass
+@dataclass(frozen=True)
 class SelectionHistory:
     """What earlier rounds established (TRT): rollouts behind each answer, rollouts that refuted each answer
     (this round's included), and the incumbent."""
@@ -36,7 +36,7 @@ class SelectionHistory:
     incumbent: str | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class SelectionContext:
     seed: int = 0
     step: int | None = None  # the round or step the selection belongs to (ledger lines carry it)
@@ -53,7 +53,7 @@ class Selector(ABC):
     """Chooses among candidates without labels (majority, exclusivity, execution, medoid, usc; a plugin's):
     register with `@SELECTORS.register(name)` and write `select`."""
 
-    name: ClassVar[str]
+    name: ClassVar[str]  # the name it is registered under (set by the registration)
     Options: ClassVar[type[Options]] = Options
     domains: ClassVar[frozenset[str]] = frozenset({"math", "code"})  # the problems it can choose among (or text)
 

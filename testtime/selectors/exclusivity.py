@@ -34,7 +34,6 @@ class ExclusivityOptions(Options):
 
 @SELECTORS.register("exclusivity", help="TRT math: support minus refutations across rounds (or latest)")
 class ExclusivitySelector(Selector):
-    name = "exclusivity"
     Options = ExclusivityOptions
     options: ExclusivityOptions
     domains = frozenset({"math"})  # refutations name answers; programs have none

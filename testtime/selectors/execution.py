@@ -75,7 +75,6 @@ def _as_text(value: Any) -> str:
 
 @SELECTORS.register("execution", help="run candidates on public + model-written tests in the sandbox; agreement")
 class ExecutionSelector(Selector):
-    name = "execution"
     Options = ExecutionOptions
     options: ExecutionOptions
     domains = frozenset({"code"})

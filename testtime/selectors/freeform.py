@@ -172,7 +172,6 @@ class MedoidOptions(Options):
     "medoid", help="free-form replies: a vote over the classes the model judges equivalent; its most typical reply"
 )
 class MedoidSelector(Selector):
-    name = "medoid"
     Options = MedoidOptions
     options: MedoidOptions
     domains = frozenset({"text"})
@@ -205,7 +204,6 @@ class USCOptions(Options):
     "usc", help="free-form replies: universal self-consistency (one extra call picks the most consistent)"
 )
 class USCSelector(Selector):
-    name = "usc"
     Options = USCOptions
     options: USCOptions
     domains = frozenset({"text"})

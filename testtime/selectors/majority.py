@@ -32,7 +32,6 @@ def program_classes(programs: Sequence[str | None]) -> list[list[int]]:
     "majority", help="largest class of equivalent answers (programs: identical text); ties: earliest|random"
 )
 class MajoritySelector(Selector):
-    name = "majority"
     Options = MajorityOptions
     options: MajorityOptions
 

@@ -30,7 +30,6 @@ from typing import Any, TypeVar
 from aiohttp import web
 
 from testtime.core.errors import RunStopped
-from testtime.methods import PerProblem
 from testtime.serve.limits import ServeLimits, sweep_connections
 from testtime.serve.protocol import (
     BadRequest,
@@ -44,7 +43,7 @@ from testtime.serve.protocol import (
     parse_request,
     text_completion_body,
 )
-from testtime.serve.session import Answered, ServedRecord, ServedRun
+from testtime.serve.session import Answered, PlannedRequest, ServedRecord, ServedRun
 
 T = TypeVar("T")
 KEEPALIVE_S = 5.0
@@ -180,10 +179,10 @@ class ServeApp:
         """Check what a request may ask, then answer it as a task of its own (in flight until it lands)."""
         if parsed.domain == "code" and not self.limits.code_requests:
             raise BadRequest("this server does not run programs: start it with --domain code or --code-requests", 403)
-        method = self.served.method_for(parsed, self.limits.max_calls)
+        planned = self.served.plan_for(parsed, self.limits.max_calls)
         if parsed.domain == "code":
             await self.served.open_sandbox()
-        task = asyncio.create_task(self._answer(parsed, method, request_id))
+        task = asyncio.create_task(self._answer(parsed, planned, request_id))
         self.in_flight.add(task)
         task.add_done_callback(self.in_flight.discard)
         task.add_done_callback(self.answering.discard)
@@ -201,10 +200,10 @@ class ServeApp:
         settings = self.served.settings
         return parse(body, self.model, settings.method, self.served.domain, self.limits.max_messages)
 
-    async def _answer(self, parsed: ServedRequest, method: PerProblem, request_id: str) -> Answered:
+    async def _answer(self, parsed: ServedRequest, planned: PlannedRequest, request_id: str) -> Answered:
         async with self._slots:
             self.answering.add(asyncio.current_task())  # type: ignore[arg-type]
-            answered = await self.served.answer(parsed, method, request_id)
+            answered = await self.served.answer(parsed, planned, request_id)
         if self.log is not None:
             self.log(answered.record)
         return answered

@@ -1,6 +1,6 @@
 """What one client may ask of `testtime serve`, and how long a connection may take to ask it.
 
-A request's compute is bounded by the model calls its method plans (`Method.planned_calls`: majority's N, TRT's
+A request's compute is bounded by the model calls its method plans (`Plan.calls`: majority's N, TRT's
 rounds × rollouts with reflection, RSA's population × steps), so `majority-1000000/…` is refused before a call
 is made, whatever option or prefix spelled it. The body's size and its message count are capped before it is
 parsed, and parsing runs off the event loop, so a large body never stalls other clients. A connection that

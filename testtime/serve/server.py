@@ -12,9 +12,11 @@ from testtime.core.errors import UserError
 from testtime.core.ledger import LedgerTotals
 from testtime.evaluation.summary import RunSummary
 from testtime.methods import Method
-from testtime.run.build import build_method, build_model, check_run_flags, check_sandbox_choice, effective_plan
+from testtime.methods.plan import Plan
+from testtime.run.build import build_method, build_model, check_run_flags, check_sandbox_choice, plan_of
 from testtime.run.directory import request_methods
 from testtime.run.lifecycle import ServedDir, open_served
+from testtime.run.manifest import Effective
 from testtime.run.outcome import write_outcome
 from testtime.run.settings import RunSettings
 from testtime.serve.limits import ServeLimits
@@ -49,14 +51,14 @@ def serve(
         raise UserError(f"--method {settings.method} cannot be served; choose one of {', '.join(SERVED_METHODS)}")
     check_sandbox_choice(settings)
     method = build_method(settings)  # a bad option fails here, before anything is written
-    planned_domain = _prepare(method, domain)
-    check_run_flags(settings, method)
+    plan = _plan(method, settings, domain)
+    check_run_flags(settings, plan)
     model = build_model(settings)
-    effective = effective_plan(method, planned_domain, settings)
+    effective = Effective.of(plan, problems=0)
     listener = _listen(host, port)  # a port in use fails here, before a run directory exists
     served_as = {"name": "served", "domain": domain, "format_hint": format_hint}
     try:
-        opened = open_served(settings, out, served_as, effective, method.describe(), model.describe())
+        opened = open_served(settings, out, served_as, effective, dict(plan.method), model.describe())
     except BaseException:
         listener.close()  # refused (a live run's lock, another model): the port goes back at once
         raise
@@ -80,18 +82,15 @@ def serve(
     return summary, opened.directory.summary_path
 
 
-def _prepare(method: Method, domain: str) -> str:
-    """Prepare the server's method for its domain; for `auto`, for chat (text) if its selector serves text,
-    else math (a request of the other domain is then refused in one line): the domain the manifest plans."""
+def _plan(method: Method, settings: RunSettings, domain: str) -> Plan:
+    """The server's method planned for its domain; for `auto`, for chat (text) if its selector serves text,
+    else math (a request of the other domain is then refused in one line): the plan the manifest records."""
     if domain != "auto":
-        method.prepare(domain)
-        return domain
+        return plan_of(method, settings, domain)  # type: ignore[arg-type]
     try:
-        method.prepare("text")
-        return "text"
+        return plan_of(method, settings, "text")
     except UserError:
-        method.prepare("math")
-        return "math"
+        return plan_of(method, settings, "math")
 
 
 def _summarize(

@@ -28,9 +28,11 @@ from testtime.core.errors import RunStopped, UserError
 from testtime.core.ledger import Ledger, LedgerTotals
 from testtime.core.records import Candidate, Message, Problem, SamplingParams
 from testtime.core.results import ProblemResult
+from testtime.core.rollout import declared_calls
 from testtime.evaluation.caveats import greedy_samples
 from testtime.evaluation.labelfree import answer_logprob, confidence
 from testtime.methods import METHODS, MethodContext, PerProblem, load_methods
+from testtime.methods.plan import Plan, ProblemSet, RunBase
 from testtime.run.engine import open_engine
 from testtime.run.lifecycle import ServedDir
 from testtime.run.loop import Arrival, Session, unlabelled_of
@@ -113,10 +115,11 @@ class ServedRun:
 
     # -- a request's method ---------------------------------------------------------------------------------
 
-    def method_for(self, request: ServedRequest, max_calls: int | None = None) -> PerProblem:
-        """The method a request runs: the server's own options when it names the server's method, then the
-        request's (prefix numbers, body options). A bad option is the client's mistake: a 400; a method that
-        plans more than `max_calls` model calls, a 400 before any call is made."""
+    def plan_for(self, request: ServedRequest, max_calls: int | None = None) -> PlannedRequest:
+        """The method a request runs and its plan: the server's own options when it names the server's method,
+        then the request's (prefix numbers, body options), at the request's sampling and seed (fresh samples
+        unless the client pins one). A bad option is the client's mistake: a 400; a plan of more than
+        `max_calls` model calls, a 400 before any call is made."""
         own = self.settings.method_options if request.method == self.settings.method else {}
         options = {**own, **request.options}
         key = json.dumps([request.method, request.domain, options], sort_keys=True, default=str)
@@ -124,7 +127,6 @@ class ServedRun:
         if method is None:
             try:
                 built = METHODS.get(request.method)(**options)
-                built.prepare(request.domain)
             except UserError as exc:
                 raise BadRequest(str(exc)) from None
             assert isinstance(built, PerProblem)  # every served method solves one problem on its own
@@ -132,16 +134,22 @@ class ServedRun:
             if len(self._methods) >= METHOD_CACHE:
                 self._methods.pop(next(iter(self._methods)))
             self._methods[key] = method  # a method holds no state of a problem's: requests share one
-        if request.n is not None and "n" not in method.run_flags:
-            raise BadRequest(f"'n' applies to majority, not {request.method}")
+        seed = request.sampling.get("seed", secrets.randbits(31))
+        given = {k: request.sampling.get(k, getattr(self.settings, k)) for k in ("temperature", "top_p", "max_tokens")}
         n = request.n if request.n is not None else self.settings.n
-        planned = method.planned_calls(request.domain, n)
-        if max_calls is not None and planned is not None and planned > max_calls:
+        base = RunBase(model=self.settings.model, n=n, seed=seed, **given)
+        try:
+            plan = method.plan(ProblemSet(request.domain), base)
+        except UserError as exc:
+            raise BadRequest(str(exc)) from None
+        if request.n is not None and "n" in plan.ignores:
+            raise BadRequest(f"'n' applies to majority, not {request.method}")
+        if max_calls is not None and plan.calls is not None and plan.calls > max_calls:
             raise BadRequest(
-                f"this request plans {planned} model calls; this server allows at most {max_calls} a request "
+                f"this request plans {plan.calls} model calls; this server allows at most {max_calls} a request "
                 "(--max-request-calls)"
             )
-        return method
+        return PlannedRequest(method, plan, seed)
 
     def prompt(self, request: ServedRequest) -> list[Message]:
         """The conversation as the client sent it; math asks for a boxed answer (the vote reads it) unless the
@@ -170,29 +178,24 @@ class ServedRun:
 
     # -- answering ------------------------------------------------------------------------------------------
 
-    async def answer(self, request: ServedRequest, method: PerProblem, request_id: str) -> Answered:
+    async def answer(self, request: ServedRequest, planned: PlannedRequest, request_id: str) -> Answered:
         received, started = time.time(), time.perf_counter()
-        seed = request.sampling.get("seed", secrets.randbits(31))  # fresh samples unless the client pins them
-        base = self.settings.sampling(method.default_sampling).model_copy(update={**request.sampling, "seed": seed})
-        sampling = method.sampling(request.domain, base)
-        messages = self.prompt(request)
-        n = request.n if request.n is not None else self.settings.n
-        greedy = greedy_samples(sampling, method.effective_n(n), method.planned_calls(request.domain, n))
+        plan, messages = planned.plan, self.prompt(request)
+        greedy = greedy_samples(plan.sampling, plan.samples, plan.calls)
         ctx = MethodContext(
             engine=self.engine,
-            params=base,
+            plan=plan,
             prompt=lambda _: messages,
-            n=n,
-            seed=seed,
+            seed=planned.seed,
             sandbox=await self.open_sandbox() if request.domain == "code" else None,
-            sampling=sampling,
         )
         problem = Problem(id=request_id, domain=request.domain, statement=request.statement)
         totals = self.ledger.watch(request_id)
         result: ProblemResult | None = None
         error = None
         try:
-            result = await self.session.answer(Arrival(problem, reference=None), method.learner(ctx))
+            with declared_calls(plan.kinds):
+                result = await self.session.answer(Arrival(problem, reference=None), planned.method.learner(ctx))
         except RunStopped as exc:  # the server's budget is spent
             error = f"stopped: {exc}"
         finally:
@@ -210,12 +213,12 @@ class ServedRun:
             id=request_id,
             received=received,
             model=request.model,
-            method=method.describe(),
+            method=dict(plan.method),
             domain=request.domain,
             domain_from=request.domain_from,  # type: ignore[arg-type]
-            n=method.effective_n(ctx.n),
-            sampling=sampling,
-            seed=seed,
+            n=plan.samples,
+            sampling=dict(plan.sampling),
+            seed=planned.seed,
             stream=request.stream,
             status=status,
             error=error,
@@ -234,6 +237,15 @@ class ServedRun:
         self.engine.close()
         if self.sandbox is not None:
             self.sandbox.close()
+
+
+@dataclass(frozen=True)
+class PlannedRequest:
+    """A request's method, its plan, and the seed its samples follow."""
+
+    method: PerProblem
+    plan: Plan
+    seed: int
 
 
 @dataclass

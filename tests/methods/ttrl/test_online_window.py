@@ -10,13 +10,14 @@ import pytest
 from testtime.core.errors import UserError
 from testtime.core.records import Problem
 from testtime.methods.ttrl.online import OnlineTTRL
-from testtime.methods.ttrl.settings import TTRLSettings
+from testtime.methods.ttrl.recipe import TTRLSettings
 
 
 def learner(tmp_path: Path, **options: int) -> OnlineTTRL:
     method = SimpleNamespace(settings=TTRLSettings.from_options({"preset": "cpu", **options}))
     engine = SimpleNamespace(model=SimpleNamespace(path="/weights"), model_name="hf:/weights")
-    online = OnlineTTRL(method, SimpleNamespace(engine=engine, workdir=tmp_path, seed=7))  # type: ignore[arg-type]
+    plan = SimpleNamespace(selector=object(), samples=8)
+    online = OnlineTTRL(method, SimpleNamespace(engine=engine, workdir=tmp_path, seed=7, plan=plan))  # type: ignore[arg-type]
     online.buffer = [Problem(id=f"p{i}", domain="math", statement=str(i)) for i in range(20)]
     return online
 

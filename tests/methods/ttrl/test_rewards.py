@@ -18,9 +18,9 @@ from testtime.core.errors import UserError
 from testtime.core.ledger import Ledger
 from testtime.core.records import Problem, TokenStats
 from testtime.core.results import TTRLVote
-from testtime.methods.ttrl.reward import StepBuffer, VoteReward
+from testtime.methods.ttrl.recipe import TTRLSettings
 from testtime.methods.ttrl.rewards import REWARDS, TrainedReward
-from testtime.methods.ttrl.settings import TTRLSettings
+from testtime.methods.ttrl.trl_reward import StepBuffer, VoteReward
 from testtime.selectors import SelectionContext, build_selector
 
 PROBLEMS = {f"p{i}": Problem(id=f"p{i}", domain="math", statement=f"question {i}") for i in range(4)}

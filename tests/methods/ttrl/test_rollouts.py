@@ -8,8 +8,8 @@ from types import SimpleNamespace
 import pytest
 
 from testtime.benchmarks.arith import Arith
-from testtime.methods.ttrl.reward import as_chat
 from testtime.methods.ttrl.rollouts import prompt_ids, shared_rollouts
+from testtime.methods.ttrl.trl_reward import as_chat
 from testtime.models.confidence import completion_stats
 
 

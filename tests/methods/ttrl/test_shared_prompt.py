@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import pytest
 
 from testtime.benchmarks.arith import Arith
-from testtime.methods.ttrl.reward import as_chat
 from testtime.methods.ttrl.rollouts import prompt_ids
+from testtime.methods.ttrl.trl_reward import as_chat
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from testtime.core.records import Message, Problem, TestCase
-from testtime.methods.ttrl.settings import TTRLSettings
+from testtime.methods.ttrl.recipe import TTRLSettings
 from testtime.methods.ttrl.vote import VotePolicy
 from testtime.run.directory import RunDir
 from testtime.selectors import SelectionContext, build_selector
@@ -442,10 +442,10 @@ def test_verl_reads_the_same_typed_settings_and_accepts_code(testtime_cli, tmp_p
     overrides = (out / "overrides.txt").read_text().splitlines()
     assert f"+ttrl.settings_file={(out / 'ttrl_settings.json').resolve()}" in overrides
 
-    from testtime.methods.ttrl.verl.trainer import selector_for, settings_from_config
+    from testtime.methods.ttrl.verl.trainer import settings_from_config
 
     read = settings_from_config({"ttrl": {"settings_file": str(out / "ttrl_settings.json")}})
-    selector = selector_for(read, "code")
+    selector = read.build("code")
     assert selector.name == "execution" and selector.options.test_inputs == 3 and selector.options.timeout_s == 1
 
 

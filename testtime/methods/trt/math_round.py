@@ -5,6 +5,7 @@ loop where it is unambiguous (`refutation.py`, trt.md §3)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from testtime.core.answers import cluster_answers, equivalent
@@ -24,7 +25,7 @@ from testtime.methods.trt.refutation import (
 from testtime.selectors import SelectionContext, SelectionHistory, Selector
 
 if TYPE_CHECKING:
-    from testtime.methods.trt.loop import TRTOptions, TRTState
+    from testtime.methods.trt.method import TRTOptions, TRTState
 
 
 def solver_sections(options: TRTOptions, state: TRTState, problem: Problem, sections: list[str]) -> list[str]:
@@ -84,8 +85,8 @@ async def select(
             key = next((k for k in state.refuted if equivalent(k, target)), target)
             state.refuted[key] = state.refuted.get(key, 0) + 1
             state.refutations.append(Rejection(answer=target, reason=reason, round=t))
-    context.history = SelectionHistory(support=dict(state.support), refuted=dict(state.refuted), incumbent=incumbent)
-    selection = await selector.select(problem, shuffled, context)
+    history = SelectionHistory(support=dict(state.support), refuted=dict(state.refuted), incumbent=incumbent)
+    selection = await selector.select(problem, shuffled, replace(context, history=history))
     answers = list(state.support) + [c.answer for c in candidates]
     counts = list(state.support.values()) + [1] * len(candidates)
     state.support = {answers[cl[0]]: sum(counts[i] for i in cl) for cl in cluster_answers(answers)}

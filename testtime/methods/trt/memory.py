@@ -1,4 +1,4 @@
-"""TRT on a stream with memory across problems (`--method-opt memory=shared`): the learner (`methods/online.py`)
+"""TRT on a stream with memory across problems (`--method-opt memory=shared`): the learner (`methods/learner.py`)
 that answers each arrival with the shared memory as it stands and then takes the problem's general lessons.
 
 After a problem's rounds, its own lessons (the reflection's, not refutations of its answers) are rewritten by
@@ -19,12 +19,13 @@ from testtime.core.records import Message, Problem
 from testtime.core.results import ProblemResult, StreamUpdate
 from testtime.knowledge.shared import SharedMemory, own_lessons
 from testtime.methods import MethodContext
-from testtime.methods.online import Learner
+from testtime.methods.learner import Learner
 from testtime.methods.trt import prompts
+from testtime.methods.trt.method import MEMORY_SLOT
 from testtime.methods.trt.parsing import parse_lessons
 
 if TYPE_CHECKING:
-    from testtime.methods.trt.loop import TRT
+    from testtime.methods.trt.method import TRT
 
 
 class SharedMemoryLearner(Learner):
@@ -80,7 +81,7 @@ class SharedMemoryLearner(Learner):
         [completion] = await self.ctx.engine.sample(
             [Message(role="user", content=prompt)],
             1,
-            self.ctx.params_for(after, 2000, "reflect"),
+            self.ctx.params_for(after, MEMORY_SLOT, "reflect"),
             problem_id=problem.id,
             purpose="reflect",
             step=after,

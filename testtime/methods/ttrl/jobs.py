@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 from testtime.core.errors import UserError
 from testtime.core.records import Problem
 from testtime.methods import MethodContext
-from testtime.methods.online import Learner
-from testtime.methods.ttrl.settings import TTRLSettings
+from testtime.methods.learner import Learner
+from testtime.methods.ttrl.recipe import TTRLSettings
 from testtime.methods.ttrl.trl_backend import TrainingJob, train_ttrl
 from testtime.models import resolve_model
 from testtime.selectors import SelectionContext
@@ -35,6 +35,8 @@ class TTRLLearner(Learner):
         if ctx.engine.model is None or ctx.workdir is None:
             raise UserError("ttrl trains: it cannot be replayed from the cache; use --resume")
         self.method, self.ctx, self.settings = method, ctx, method.settings
+        assert ctx.plan.selector is not None and ctx.plan.samples is not None, "ttrl's plan names both"
+        self.selector, self.samples = ctx.plan.selector, ctx.plan.samples  # the vote's rule; samples an answer has
         self.workdir: Path = ctx.workdir
         self.provider = ctx.engine.model_name.partition(":")[0]
         self.weights: str = ctx.engine.model.path  # type: ignore[attr-defined]
@@ -69,7 +71,7 @@ class TTRLLearner(Learner):
             workdir=workdir,
             ledger=ctx.engine.ledger,
             model_name=ctx.engine.model_name,
-            selector=self.method.selector_for(problems[0].domain),
+            selector=self.selector,
             context=context,
             seed=seed,
             # the trainer's thread hands each step's votes back to this loop, where the sandbox and engine live

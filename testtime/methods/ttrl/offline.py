@@ -79,7 +79,7 @@ class OfflineTTRL(TTRLLearner):
         """What the selector writes ahead (`Selector.inputs_ahead`; code's execution: the base model writes each
         problem's test inputs once, shown its own evaluation samples, and every training step then runs the
         policy's programs on them and on the public examples; nothing for a vote on answers)."""
-        selector, ctx = self.method.selector_for(problems[0].domain), self.ctx
+        selector, ctx = self.selector, self.ctx
 
         async def one(problem: Problem) -> tuple[str, list[str]]:
             return problem.id, await selector.inputs_ahead(problem, self.before[problem.id][0], ctx.selection(step=0))
@@ -94,8 +94,9 @@ class OfflineTTRL(TTRLLearner):
 
         async def one(problem: Problem) -> tuple[str, Evaluation]:
             messages = ctx.prompt(problem)
-            k = ctx.n or s.eval_samples
-            samples = engine.sample(messages, k, ctx.sampled(purpose), problem_id=problem.id, purpose=purpose)
+            samples = engine.sample(
+                messages, self.samples, ctx.sampled(purpose), problem_id=problem.id, purpose=purpose
+            )
             if not s.eval_greedy:
                 return problem.id, (make_candidates(problem, await samples), None)
             greedy = ctx.sampled(greedy_purpose)

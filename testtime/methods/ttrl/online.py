@@ -1,4 +1,4 @@
-"""Online TTRL on a stream (`--method ttrl --stream`): the learner (`methods/online.py`) that answers each
+"""Online TTRL on a stream (`--method ttrl --stream`): the learner (`methods/learner.py`) that answers each
 arrival with the weights as they are, and every `update_every` arrivals trains on a window of the latest ones.
 
 An answer: `eval_samples` samples at the evaluation temperature, the selector's vote among them (the same rule
@@ -44,9 +44,7 @@ class OnlineTTRL(TTRLLearner):
         ctx = self.ctx
         if ctx.engine.stop is not None:  # stop signals reach the run's engine, not the trained weights' own
             raise ctx.engine.stop
-        answered = await vote(
-            problem, ctx, self.engine, ctx.n or self.settings.eval_samples, self.method.selector_for(problem.domain)
-        )
+        answered = await vote(problem, ctx, self.engine)
         return answered.model_copy(update={"answered_with": self.answered_with(arrival)})
 
     async def learn(self, problem: Problem, result: ProblemResult) -> StreamUpdate | None:

@@ -30,10 +30,10 @@ from testtime.core.oracle import LabelOracle
 from testtime.core.records import Message, Problem, SamplingParams
 from testtime.core.results import TTRLStep
 from testtime.methods.ttrl.monitor import LabelHistory, primed_alarm
-from testtime.methods.ttrl.reward import RunAsync, StepBuffer, VoteReward, append_step, as_chat, resume_steps
+from testtime.methods.ttrl.recipe import CONFIDENCE_REWARDS, TTRLSettings
 from testtime.methods.ttrl.rollouts import prompt_ids, sample_extra, shared_rollouts
-from testtime.methods.ttrl.settings import CONFIDENCE_REWARDS, TTRLSettings
 from testtime.methods.ttrl.shared_prompt import shared_prompt_trainer
+from testtime.methods.ttrl.trl_reward import RunAsync, StepBuffer, VoteReward, append_step, as_chat, resume_steps
 from testtime.selectors import SelectionContext, Selector
 
 # TRL's per-step log keys, kept in steps.jsonl under shorter names.

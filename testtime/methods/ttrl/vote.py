@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from testtime.core.answers import answer_key
 from testtime.core.records import Completion, Problem
@@ -71,8 +71,7 @@ async def vote(
     rng = rng or random.Random(0)
     kept = keep(len(texts), policy, rng) if kept is None else kept  # before the selection draws from rng
     candidates = make_candidates(problem, [Completion(text=t) for t in texts])
-    ctx.rng = rng
-    selection = await selector.select(problem, candidates, ctx)
+    selection = await selector.select(problem, candidates, replace(ctx, rng=rng))
     voted = reward_from(selection, problem, kept, policy, [c.answer for c in candidates])
     return voted.model_copy(update={"texts": tuple(texts)})
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from testtime.core.errors import UserError
-from testtime.methods.ttrl.settings import CONFIDENCE_REWARDS, TTRLSettings
+from testtime.methods.ttrl.recipe import CONFIDENCE_REWARDS, TTRLSettings
 
 PAPER_8XA100 = {
     "trainer.nnodes": 1,

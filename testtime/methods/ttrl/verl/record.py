@@ -24,7 +24,7 @@ from pathlib import Path
 from testtime.core.ledger import CallPurpose, Ledger, LedgerEntry
 from testtime.core.results import TTRLStep, TTRLVote
 from testtime.methods.ttrl.monitor import vote_stats
-from testtime.methods.ttrl.reward import append_step
+from testtime.methods.ttrl.trl_reward import append_step
 
 LEDGER, STEPS = "ledger.jsonl", Path("ttrl") / "steps.jsonl"
 

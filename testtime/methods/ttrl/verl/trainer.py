@@ -16,12 +16,12 @@ from verl.trainer import main_ppo
 from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 
 from testtime.core.records import Problem
+from testtime.methods.ttrl.recipe import TTRLSettings
 from testtime.methods.ttrl.rewards import TrainedReward
-from testtime.methods.ttrl.settings import TTRLSettings
 from testtime.methods.ttrl.verl.hook import apply_ttrl_vote, texts_by_uid, token_rows, vote_only_batch
 from testtime.methods.ttrl.verl.record import StepRecorder, safetensors_parameters
 from testtime.sandbox.choose import open_sandbox
-from testtime.selectors import DEFAULTS, SelectionContext, Selector, build_selector
+from testtime.selectors import SelectionContext, Selector
 
 
 def settings_from_config(config: Any) -> TTRLSettings:
@@ -40,10 +40,6 @@ def recorder_from_config(config: Any, settings: TTRLSettings) -> StepRecorder | 
     model = ((config.get("actor_rollout_ref") or {}).get("model") or {}).get("path", "")
     parameters = safetensors_parameters(Path(model)) if model else None
     return StepRecorder(Path(folder), model=f"hf:{model}", parameters=parameters, beta=settings.beta)
-
-
-def selector_for(settings: TTRLSettings, domain: str) -> Selector:
-    return build_selector(settings.selector or DEFAULTS[domain], settings.selector_options)
 
 
 def problems_of(batch: Any) -> list[Problem]:
@@ -88,7 +84,7 @@ class TTRLRayPPOTrainer(RayPPOTrainer):
             # Input rows are interleave-repeated per prompt and the output keeps their order.
             problems = problems_of(batch)
             domain = problems[0].domain if problems else "math"
-            selector = selectors.setdefault(domain, selector_for(settings, domain))
+            selector = selectors.setdefault(domain, settings.build(domain))
             uids = list(batch.non_tensor_batch["uid"])
             vote_only, vote_only_rows = None, []
             if extra > 0:

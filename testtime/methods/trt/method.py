@@ -17,6 +17,7 @@ Model calls per problem: 1 + T·(K+1) on math, 1 + T·(K+2) on code (the extra o
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -30,7 +31,8 @@ from testtime.core.rollout import gather_landed
 from testtime.core.selection import ExclusivityEvidence, ExecutionEvidence, Selection
 from testtime.knowledge import KnowledgeList
 from testtime.methods import METHODS, MethodContext, PerProblem, SelectorChoice, make_candidates
-from testtime.methods.online import Learner
+from testtime.methods.learner import Learner
+from testtime.methods.plan import Plan, ProblemSet, RunBase
 from testtime.methods.trt import math_round, prompts
 from testtime.methods.trt.code_evidence import execution_report
 from testtime.methods.trt.parsing import parse_reflection, parse_strategies
@@ -87,6 +89,21 @@ class TRTOptions(SelectorChoice):
     memory_cap: int = flag(8, "memory=shared: most active lessons carried across problems", ge=1)
     summary_chars: int | None = flag(1500, "math: the last characters of the earlier summary shown (none: all)", ge=1)
     reason_chars: int | None = flag(500, "math: characters of each refutation's reason shown (none: all)", ge=1)
+    default_selectors: ClassVar[Mapping[str, str]] = {"math": "exclusivity", "code": "execution", "text": "medoid"}
+
+
+# trt.md §3-4: T=0.6 for both released math models; max new tokens 0.9 × the context (118k-236k) on math and
+# 200,000 on code. 32,768 here: reasoning-sized, and accepted by most APIs (many refuse more; raise --max-tokens
+# where the model allows it).
+DEFAULT_SAMPLING = SamplingParams(temperature=0.6, max_tokens=32_768)
+# Seed slots of the calls that are not rollouts (a rollout's slot is its place in the round), fixed: a resumed
+# run's cache keys depend on them.
+STRATEGIES_SLOT, TESTS_SLOT, REFLECT_SLOT, MEMORY_SLOT = 0, 999, 1000, 2000  # MEMORY: memory=shared's rewrite
+
+
+def rollouts(options: TRTOptions, domain: str) -> int:
+    """K: the option, else the paper's default for the domain (4 on math, 2 on code)."""
+    return options.rollouts or (2 if domain == "code" else 4)
 
 
 class TRTState(BaseModel):
@@ -108,54 +125,38 @@ class TRTState(BaseModel):
 
 @METHODS.register("trt", help="test-time recursive thinking: --rounds T, --rollouts K, knowledge, strategies")
 class TRT(PerProblem):
-    name = "trt"
     Options = TRTOptions
     options: TRTOptions
-    default_selectors: ClassVar[dict[str, str]] = {"math": "exclusivity", "code": "execution", "text": "medoid"}
-    # trt.md §3-4: T=0.6 for both released math models; max new tokens 0.9 × the context (118k-236k) on math and
-    # 200,000 on code. 32,768 here: reasoning-sized, and accepted by most APIs (many refuse more; raise
-    # --max-tokens where the model allows it).
-    default_sampling: ClassVar[SamplingParams] = SamplingParams(temperature=0.6, max_tokens=32_768)
-    flag_hints: ClassVar[dict[str, str]] = {"n": "it runs T rounds of K rollouts: use --rounds/-T and --rollouts/-K"}
 
-    def prepare(self, domain: str, bench: str = "") -> None:
+    def plan(self, problems: ProblemSet, base: RunBase, stream: bool = False) -> Plan:
         given = self.options.model_fields_set  # what the user set wins over the preset
-        preset = {k: v for k, v in PRESETS[self.options.preset].get(domain, {}).items() if k not in given}
-        self.options = self.options.model_copy(update=preset)
-        super().prepare(domain, bench)
-        if (
-            self.selector is not None
-            and self.selector.name == "exclusivity"
-            and "rule" not in self.options.selector_options
-        ):
-            self.selector = type(self.selector)(rule=self.options.exclusivity_rule)
-
-    def planned_calls(self, domain: str, n: int | None) -> int | None:
-        k = self.options.rollouts or (2 if domain == "code" else 4)
-        reflect = self.options.knowledge or self.options.strategies
-        return int(self.options.strategies) + self.options.rounds * (k + self._selector_planned_calls() + reflect)
-
-    def call_kinds(self, domain: str) -> tuple[CallPurpose, ...]:
-        kinds: list[CallPurpose] = ["strategies"] if self.options.strategies else []
-        kinds.append("solve")
-        if self.options.knowledge or self.options.strategies:
-            kinds.append("reflect")
-        return (*kinds, *self._selector_calls())
-
-    def effective_n(self, n: int | None) -> int | None:
-        return None  # T rounds of K rollouts (the method's options say how many)
-
-    def planned_rounds(self) -> int | None:
-        return self.options.rounds
-
-    def _k(self, problem: Problem) -> int:
-        return self.options.rollouts or (2 if problem.domain == "code" else 4)  # the paper's defaults per domain
-
-    def check_stream(self) -> None:
-        if self.options.memory == "shared" and not self.streaming:
+        preset = {k: v for k, v in PRESETS[self.options.preset].get(problems.domain, {}).items() if k not in given}
+        self.options = o = self.options.model_copy(update=preset)
+        if o.memory == "shared" and not stream:
             raise UserError("trt memory=shared carries lessons from problem to problem on a stream: add --stream")
-        if self.options.memory == "shared" and not self.options.knowledge:
+        if o.memory == "shared" and not o.knowledge:
             raise UserError("trt memory=shared shares the knowledge list's lessons: it needs --knowledge")
+        selector = o.build(problems.domain)
+        if selector.name == "exclusivity" and "rule" not in o.selector_options:
+            selector = type(selector)(rule=o.exclusivity_rule)
+        reflects = o.knowledge or o.strategies
+        kinds: list[CallPurpose] = [
+            *(["strategies"] if o.strategies else []),
+            "solve",
+            *(["reflect"] if reflects else []),
+        ]
+        params = base.sampling(DEFAULT_SAMPLING)
+        k = rollouts(o, problems.domain)
+        return Plan.of(
+            self,
+            dict.fromkeys(kinds, params),
+            params,
+            stream=stream,
+            selector=selector,
+            calls=int(o.strategies) + o.rounds * (k + selector.planned_calls() + reflects),
+            rounds=o.rounds,  # T rounds of K rollouts: no fixed number of samples an answer is drawn from
+            ignores={"n": "it runs T rounds of K rollouts: use --rounds/-T and --rollouts/-K"},
+        )
 
     def learner(self, ctx: MethodContext) -> Learner:
         if self.options.memory == "shared":
@@ -166,7 +167,7 @@ class TRT(PerProblem):
 
     async def solve(self, problem: Problem, ctx: MethodContext, memory: str = "") -> ProblemResult:
         """`memory`: lessons from earlier problems of a stream (memory=shared), fixed for this problem."""
-        k = self._k(problem)
+        k = rollouts(self.options, problem.domain)
         saved = ctx.checkpoints.last(problem.id)
         if saved is not None:
             state = TRTState.model_validate(saved["state"])
@@ -176,7 +177,7 @@ class TRT(PerProblem):
                 [completion] = await ctx.engine.sample(
                     [Message(role="user", content=prompts.STRATEGIES.format(k=k, problem=problem.statement))],
                     1,
-                    ctx.params_for(0, 0, "strategies"),
+                    ctx.params_for(0, STRATEGIES_SLOT, "strategies"),
                     problem_id=problem.id,
                     purpose="strategies",
                     step=0,
@@ -227,7 +228,8 @@ class TRT(PerProblem):
         order = list(range(k))
         random.Random(f"{ctx.seed}-{problem.id}-{t}").shuffle(order)
         shuffled = [candidates[i] for i in order]
-        selector = self.selector_for(problem.domain)
+        selector = ctx.plan.selector
+        assert selector is not None, "trt's plan names its selector"
         if problem.domain == "math":
             selection = await math_round.select(
                 self.options, state, problem, selector, candidates, shuffled, ctx.selection(step=t), t
@@ -235,9 +237,9 @@ class TRT(PerProblem):
         else:
             previous = state.incumbent
             pool = ([previous] if previous else []) + shuffled  # elitist: last round's winner competes again
-            selection = await selector.select(
-                problem, pool, ctx.selection(step=t, params=ctx.params_for(t, 999, "tests"))
-            )
+            writes_tests = "tests" in ctx.plan.kinds  # code's execution: this round's test inputs, seeded apart
+            tests = ctx.params_for(t, TESTS_SLOT, "tests") if writes_tests else None
+            selection = await selector.select(problem, pool, ctx.selection(step=t, params=tests))
             chosen = next((c for c in pool if c.index == selection.index), None)
             state.incumbent = chosen or previous
         reflection_parsed = None
@@ -320,7 +322,7 @@ class TRT(PerProblem):
         [completion] = await ctx.engine.sample(
             [Message(role="user", content=message)],
             1,
-            ctx.params_for(t, 1000, "reflect"),
+            ctx.params_for(t, REFLECT_SLOT, "reflect"),
             problem_id=problem.id,
             purpose="reflect",
             step=t,

@@ -8,8 +8,8 @@ from testtime.core.ledger import Ledger, read_entries
 from testtime.core.records import Problem
 from testtime.core.results import TTRLStep, read_steps
 from testtime.methods.ttrl.monitor import CollapseAlarm, LabelHistory
-from testtime.methods.ttrl.reward import VoteReward, append_step, resume_steps
-from testtime.methods.ttrl.settings import TTRLSettings
+from testtime.methods.ttrl.recipe import TTRLSettings
+from testtime.methods.ttrl.trl_reward import VoteReward, append_step, resume_steps
 from testtime.selectors import SelectionContext, build_selector
 
 PROBLEMS = {pid: Problem(id=pid, domain="math", statement=f"question {pid}") for pid in ("p1", "p2")}
@@ -189,8 +189,8 @@ def test_trained_tokens_are_counted_once_per_generation_batch(tmp_path):
     """TRL logs its running token count only with the optimiser step that generated: the steps between must
     neither lose the count nor start it again from zero."""
     pytest.importorskip("transformers")
-    from testtime.methods.ttrl.reward import StepBuffer
     from testtime.methods.ttrl.trl_backend import make_callback
+    from testtime.methods.ttrl.trl_reward import StepBuffer
 
     settings = TTRLSettings.from_options({"preset": "cpu", "collapse": "off"})
     ledger = Ledger(tmp_path / "ledger.jsonl")
@@ -209,7 +209,7 @@ def test_an_online_update_alarm_sees_the_steps_of_the_updates_before_it(tmp_path
     """A stream's update trains a few steps: on its own it could never fill the alarm's windows (2 × 5)."""
     from testtime.core.results import TTRLStep
     from testtime.methods.ttrl.monitor import primed_alarm
-    from testtime.methods.ttrl.reward import append_step
+    from testtime.methods.ttrl.trl_reward import append_step
 
     earlier = [tmp_path / f"update-{k}.jsonl" for k in (1, 2)]
     for path, (ratio, entropy, length) in zip(earlier, [(0.6, 0.5, 100), (0.99, 0.01, 20)], strict=True):

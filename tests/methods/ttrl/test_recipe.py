@@ -3,7 +3,7 @@
 import pytest
 
 from testtime.core.errors import UserError
-from testtime.methods.ttrl.settings import TTRLSettings
+from testtime.methods.ttrl.recipe import TTRLSettings
 
 
 def test_paper_defaults():

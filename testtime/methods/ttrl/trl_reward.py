@@ -24,8 +24,8 @@ from testtime.core.oracle import LabelOracle
 from testtime.core.records import Message, Problem, TokenStats
 from testtime.core.results import TTRLStep, TTRLVote, read_steps
 from testtime.methods.ttrl.monitor import LabelHistory, vote_stats
+from testtime.methods.ttrl.recipe import TTRLSettings
 from testtime.methods.ttrl.rewards import TrainedReward
-from testtime.methods.ttrl.settings import TTRLSettings
 from testtime.methods.ttrl.vote import keep, vote
 from testtime.selectors import SelectionContext, Selector
 

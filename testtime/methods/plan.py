@@ -1,0 +1,122 @@
+"""A method's plan: what it will do on a problem set, in one frozen value, settled before the first call.
+
+`Method.plan(problems, base, stream)` returns a `Plan`: the sampling each kind of call sends (solve, strategies,
+reflect, tests, aggregate, TTRL's rollouts and evaluations), the samples an answer is drawn from, the rounds and
+model calls one problem costs, the selector, whether the labels are read, and which of the run's generic flags
+the method leaves alone. The run records it in the manifest (`effective`, and `method` from `Plan.method`), hands
+it to the method in `MethodContext.plan`, and serve builds one per request the same way; while a method runs,
+its engine refuses a call of a kind the plan did not declare (`core/rollout.declared_calls`), so the record
+cannot drift from what `solve` does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from testtime.core.errors import PlanError
+from testtime.core.ledger import CallPurpose
+from testtime.core.records import SamplingParams
+from testtime.selectors import Selector
+
+if TYPE_CHECKING:
+    from testtime.methods import Method
+
+Domain = Literal["math", "code", "text"]
+GENERIC_FLAGS = ("n", "temperature", "top_p", "max_tokens")  # the run's flags a method may read or leave alone
+
+
+@dataclass(frozen=True)
+class ProblemSet:
+    """What a plan depends on in the problems: their domain and the benchmark's name (a preset tuned per
+    benchmark reads it; a served request has none)."""
+
+    domain: Domain
+    bench: str = ""
+
+
+@dataclass(frozen=True)
+class RunBase:
+    """What the run brings to a plan: its model, `--n` and the sampling flags as given (None: not given, the
+    method's default applies) and the seed."""
+
+    model: str = ""
+    n: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    seed: int = 0
+
+    def sampling(self, defaults: SamplingParams | None = None) -> SamplingParams:
+        """The flags where given, else the method's defaults (`defaults`), else the generic ones; the run's seed."""
+        defaults = defaults or SamplingParams()
+        return SamplingParams(
+            temperature=defaults.temperature if self.temperature is None else self.temperature,
+            top_p=defaults.top_p if self.top_p is None else self.top_p,
+            max_tokens=defaults.max_tokens if self.max_tokens is None else self.max_tokens,
+            seed=self.seed,
+        )
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a method will do on one problem set (or one served request)."""
+
+    sampling: Mapping[CallPurpose, SamplingParams]  # kind of call → what those calls send; no other kind is made
+    samples: int | None = None  # samples per problem an answer is drawn from, when a fixed number (else None)
+    calls: int | None = None  # model calls one problem costs by construction (None: not known ahead)
+    rounds: int | None = None  # rounds (TRT) or steps (RSA) per problem, for progress; None: single-shot
+    selector: Selector | None = None  # the label-free selector, for a method that selects
+    uses_labels: bool = False  # TTRL's oracle reward: the run opens the labels' one channel and says so
+    stream: bool = False  # answered in arrival order (`--stream`)
+    method: Mapping[str, Any] = field(default_factory=dict)  # the manifest's `method`: name, options, selector
+    ignores: Mapping[str, str] = field(default_factory=dict)  # generic flag it leaves alone → what to use instead
+
+    @property
+    def kinds(self) -> frozenset[str]:
+        return frozenset(self.sampling)
+
+    def sampled(self, kind: CallPurpose) -> SamplingParams:
+        """What calls of this kind send; a kind the plan did not declare is the method's bug, said plainly."""
+        if kind not in self.sampling:
+            declared = ", ".join(sorted(self.sampling)) or "none"
+            raise PlanError(
+                f"{self.method.get('name', 'the method')} makes '{kind}' calls; its plan declares {declared}"
+            )
+        return self.sampling[kind]
+
+    @classmethod
+    def of(
+        cls,
+        method: Method,
+        sampling: Mapping[CallPurpose, SamplingParams],
+        base: SamplingParams,
+        *,
+        stream: bool = False,
+        selector: Selector | None = None,
+        samples: int | None = None,
+        calls: int | None = None,
+        rounds: int | None = None,
+        uses_labels: bool = False,
+        ignores: Mapping[str, str] | None = None,
+        **described: Any,
+    ) -> Plan:
+        """A method's plan from what it settled: the selector's kinds of call join `sampling` at `base` (the run's
+        sampling) unless `sampling` sets them; the record of the method is its name, its options, `described`
+        (its extras) and the selector."""
+        record = {"name": method.name, **method.options.model_dump(), **described}
+        if selector is not None:
+            record["selector"] = selector.describe()
+        kinds = selector.call_kinds() if selector is not None else ()
+        return cls(
+            sampling={**dict.fromkeys(kinds, base), **sampling},  # what the method set for a kind wins
+            samples=samples,
+            calls=calls,
+            rounds=rounds,
+            selector=selector,
+            uses_labels=uses_labels,
+            stream=stream,
+            method=record,
+            ignores=dict(ignores or {}),
+        )
