@@ -153,3 +153,48 @@ def test_common_latex_is_decided_without_the_symbolic_worker(
 
 def test_answers_outside_the_numeric_subset_still_reach_math_verify() -> None:
     assert equivalent("\\sin^2 x + \\cos^2 x", "1")
+
+
+FAST_PATH = [  # decided without sympy: (a, b, equivalent)
+    ("\\sin^2x+\\cos^2x", "1", True),
+    ("\\cot x", "\\frac{\\cos x}{\\sin x}", True),
+    ("\\cotx", "\\cotx+1", False),
+    ("\\ln 4", "2\\ln 2", True),
+    ("\\begin{pmatrix} 2 \\\\ 4 \\end{pmatrix}", "2\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}", True),
+    ("\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}", "\\begin{pmatrix} 1 & 2 \\end{pmatrix}", False),  # shapes differ
+    ("\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}", "\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}+1", False),  # no value
+    ("\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}", "3", False),  # a matrix equals only a matrix
+    ("x+y=1", "-2x-2y=-2", True),
+    ("5x-7y+11z+4=0", "5x-7y+11z+4=0+1", False),
+    ("3\\pm2\\sqrt{2}", "3+2\\sqrt{2}, 3-2\\sqrt{2}", True),
+    ("1\\pm\\sqrt{19}", "1\\pm\\sqrt{19}+1", False),
+    ("\\{1\\pm\\sqrt{5},-2\\}", "-2, 1-\\sqrt{5}, 1+\\sqrt{5}", True),
+    ("52_8", "52_8+1", False),
+    ("4210_{5}", "4210_5", True),
+    ("101_2", "101_3", False),  # a numeral in a base is itself: never converted, never confused with another base
+    ("x\\in[-2,7]", "[-2,7]", True),
+    ("x\\in[-2,7]", "x\\in[-2,7]+1", False),
+]
+
+
+@pytest.mark.parametrize(("a", "b", "same"), FAST_PATH)
+def test_the_fast_path_decides_identities_matrices_equations_and_plus_minus(a: str, b: str, same: bool) -> None:
+    from testtime.core.answers import equivalence
+
+    before = equivalence._WORKER.checks
+    assert equivalent(a, b) is same and equivalent(b, a) is same
+    assert equivalence._WORKER.checks == before  # no symbolic check was needed
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("\\sin 2x", "2\\sin x\\cos x"),  # sin(2)·x or sin(2x): ambiguous, so never called unequal by the fast path
+        ("e^{2}", "7.38905609893065"),  # e on one side only: Euler's number, not a variable at a random point
+        ("x+y=1", "x+y-1"),  # an equation against an expression
+    ],
+)
+def test_what_the_fast_path_cannot_read_it_leaves_to_sympy(a: str, b: str) -> None:
+    from testtime.core.answers.numeric import numerically_equal
+
+    assert numerically_equal(answer_key(a), answer_key(b)) is None

@@ -1,7 +1,7 @@
 """Canonical string forms of math answers: the fast path that settles most comparisons without sympy.
 
 Rules follow the field's known pitfalls (shared/docs/reference/benchmarks-and-grading.md §8): leading zeros,
-`\\dfrac`/`\\frac12`, thousands separators, `x=` prefixes, `\\text{}` wrappers, units, degrees, percent,
+`\\dfrac`/`\\frac12`, thousands separators, `x=` and `x \\in` prefixes, `\\text{}` wrappers, units, degrees, percent,
 dollar signs, choice letters, tuples and intervals with their bracket types.
 """
 
@@ -35,7 +35,7 @@ _DEGREES = re.compile(r"\^\s*\{?\s*\\circ\s*\}?")
 _SHORT_FRAC = re.compile(r"\\frac\s*(\d)\s*(\d)")
 _SHORT_SQRT = re.compile(r"\\sqrt\s*(\d+)")
 _THOUSANDS = re.compile(r"^[+-]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
-_VAR_PREFIX = re.compile(r"^\s*(?:[a-zA-Z]|\\[a-zA-Z]+)(?:_\{?\w+\}?)?\s*=\s*(?=[^=]+$)")
+_VAR_PREFIX = re.compile(r"^\s*(?:[a-zA-Z]|\\[a-zA-Z]+)(?:_\{?\w+\}?)?\s*(?:=|\\in(?![a-zA-Z]))\s*(?=[^=]+$)")
 _CHOICE = re.compile(r"^\(?([A-Ea-e])\)?$")
 # A unit is a word after a number ("12 cm", "5cents"); a lone letter glued to it is a variable ("6x").
 _NUMBER_WITH_UNIT = re.compile(r"^([+-]?\d+(?:\.\d+)?)(?:\s+[a-zA-Z][a-zA-Z ]*|[a-zA-Z]{2,}[a-zA-Z ]*)$")
