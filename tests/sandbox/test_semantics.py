@@ -85,6 +85,31 @@ def test_buffer_io_works_unlike_the_official_mock(backend: Sandbox) -> None:
     assert run(backend, program, "a\nb\n", "a b").passed
 
 
+@pytest.mark.parametrize(
+    ("program", "inputs", "outputs"),
+    [
+        ("print(input())", ["a\nb", "c\nd"], ["a", "c"]),  # half its input read: the next test's starts afresh
+        ("import sys\nprint(sys.stdin.buffer.read().split()[0].decode())", ["x y", "z w"], ["x", "z"]),
+        # output left in the buffer when the clock stops a test never reaches the next test's output
+        (
+            "import sys\nx = input()\nif x == 'hang':\n    sys.stdout.write('LEAK')\n    while True: pass\nprint(x)",
+            ["hang", "ok", "fine"],
+            ["", "ok", "fine"],
+        ),
+        ("import sys\nx = input()\nprint(x)\nsys.stdin.close()", ["p", "q"], ["p", "q"]),  # a closed stdin
+        ("import sys, io\nsys.stdout = io.StringIO()\nprint(input())", ["m", "n"], ["", ""]),  # a replaced stdout
+    ],
+)
+def test_every_test_meets_its_own_input_and_an_empty_output(
+    backend: Sandbox, program: str, inputs: list[str], outputs: list[str]
+) -> None:
+    """A job process serves a job's tests one after another; whatever a test did to its streams (read half its
+    input, left output unflushed when its time ran out, closed or replaced one), the next starts as the first."""
+    tests = [TestCase(input=i, output=o) for i, o in zip(inputs, outputs, strict=True)]
+    report = backend.run(program, tests, Limits(timeout_s=1.0))
+    assert [v.output.strip() for v in report.tests] == outputs
+
+
 def test_functional_result_is_the_return_value_not_prints(backend: Sandbox) -> None:
     program = "class Solution:\n    def pair(self, a, b):\n        print('debug', a)\n        return (a, b)"
     report = backend.run(

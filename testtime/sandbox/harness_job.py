@@ -76,12 +76,18 @@ def job_process(job_fd, report_fd, out_fd):
         if hasattr(sys, "set_int_max_str_digits"):
             sys.set_int_max_str_digits(0)
         stdin_fd = os.memfd_create("stdin")
-        _run_one(_WARM_UP, {"input": ""}, None, 1.0, 1024, -1, stdin_fd)  # fault pages in before the clock runs
+        _warm_up(stdin_fd)
         job = json.loads(_read_all(job_fd))
         _run_job(job, report_fd, stdin_fd)
         os._exit(0)
     except BaseException:  # noqa: BLE001 - never fall back into the harness's own loop
         os._exit(70)
+
+
+def _warm_up(stdin_fd):
+    """A test before the job exists: a forked process copies each page it first writes, so a test's pages are
+    copied here, not on the job's clock."""
+    _run_one(_WARM_UP, {"input": ""}, None, 1.0, 1024, -1, stdin_fd)
 
 
 def _read_all(fd):
@@ -134,8 +140,7 @@ def _run_one(code, test, func_name, timeout, cap, index, stdin_fd, official=None
     os.lseek(0, 0, os.SEEK_SET)
     os.ftruncate(1, 0)
     os.lseek(1, 0, os.SEEK_SET)
-    sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8")
-    sys.stdout = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "w", closefd=False)), encoding="utf-8")
+    sys.stdin, sys.stdout = _fresh_streams()
     namespace = dict(_PRELUDE_NAMESPACE)
     # `from sys import *` bound the harness's streams; programs must see this test's.
     name = "tmp_sol" if official is not None else "__main__" if func_name is None else "solution"
@@ -168,6 +173,7 @@ def _run_one(code, test, func_name, timeout, cap, index, stdin_fd, official=None
                 status, error = "runtime_error", f"SystemExit: {exc.code}"
         try:
             sys.stdout.flush()
+            _STREAMS["clean"] = True  # nothing left in their buffers: the next test may rewind them
         except OSError:
             status = "output_limit"
     except _TimeLimit:
@@ -185,6 +191,37 @@ def _run_one(code, test, func_name, timeout, cap, index, stdin_fd, official=None
         status = "output_limit"
     stdout = os.pread(1, min(size, cap), 0).decode("utf-8", "replace")
     return result_record(index, status, seconds, error, stdout, result)
+
+
+_STREAMS = {"pair": None, "clean": False}  # this job process's stdin/stdout wrappers, and whether they are empty
+
+
+def _fresh_streams():
+    """Stdin and stdout as a test must find them: at the start of this test's input and of an empty output. The
+    last test's wrappers are rewound when it flushed them and left them in place, open (most tests); otherwise
+    new ones are made, and the old stdout can write nothing more, so nothing a test left in a buffer or did to a
+    stream reaches the next."""
+    pair, clean = _STREAMS["pair"], _STREAMS["clean"]
+    _STREAMS["clean"] = False
+    kept = pair is not None and sys.stdin is pair[0] and sys.stdout is pair[1]
+    if clean and kept and not (pair[0].closed or pair[1].closed):
+        try:
+            pair[0].seek(0)  # drops the read-ahead and the decoder's state; fd 0 holds this test's input
+            pair[1].seek(0)
+            return pair
+        except (OSError, ValueError):
+            pass  # detached or otherwise unusable: new ones
+    if pair is not None:  # what the last test left in a buffer (its time ran out mid-write) is never written:
+        try:  # closing the raw file object (not fd 1) makes every later flush of it fail
+            pair[1].buffer.raw.close()
+        except (AttributeError, OSError, ValueError):
+            pass
+    pair = (
+        io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8"),
+        io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "w", closefd=False)), encoding="utf-8"),
+    )
+    _STREAMS["pair"] = pair
+    return pair
 
 
 def official_stdin(program):

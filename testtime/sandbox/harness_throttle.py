@@ -49,16 +49,16 @@ class CpuThrottle:
     def __init__(self, cpus, spare):
         self.cpus, self.spare = cpus, set(spare)
         self.done = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread = threading.Thread(target=self._run, daemon=True) if cpus is not None else None  # a cgroup bounds
 
     def __enter__(self):
-        if self.cpus is not None:
+        if self.thread is not None:
             self.thread.start()
         return self
 
     def __exit__(self, *exc):
         self.done.set()
-        if self.thread.is_alive():
+        if self.thread is not None:
             self.thread.join()
 
     def _run(self):
