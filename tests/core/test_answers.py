@@ -174,6 +174,7 @@ FAST_PATH = [  # decided without sympy: (a, b, equivalent)
     ("101_2", "101_3", False),  # a numeral in a base is itself: never converted, never confused with another base
     ("x\\in[-2,7]", "[-2,7]", True),
     ("x\\in[-2,7]", "x\\in[-2,7]+1", False),
+    ("5.4 \\text{ cents}", "5.4 \\text{ cents}+1", False),  # the e of a word is no constant
 ]
 
 

@@ -49,7 +49,8 @@ _FUNCTIONS: dict[str, Callable[[complex], complex]] = {
     "\\exp": cmath.exp,
 }
 POINTS = 3
-CONSTANT_LETTERS = frozenset({"e", "i"})  # letters a reader takes for constants; as variables only on both sides
+# A lone e or i (not part of a word such as "cents", nor of a command such as \\sin) a reader takes for a constant.
+_CONSTANT_LETTER = re.compile(r"(?<![a-zA-Z\\])[ei](?![a-zA-Z])")
 RELATIVE_TOLERANCE = 1e-9
 
 
@@ -267,8 +268,8 @@ def numerically_equal(a: str, b: str) -> bool | None:
     left, right = _compile(a), _compile(b)
     if left is None or right is None:
         return None
-    if (left[1] ^ right[1]) & CONSTANT_LETTERS:
-        return None  # e or i on one side only: most likely Euler's number or the imaginary unit
+    if set(_CONSTANT_LETTER.findall(a)) ^ set(_CONSTANT_LETTER.findall(b)):
+        return None  # a lone e or i on one side only: most likely Euler's number or the imaginary unit
     rng = random.Random(f"{a}\x00{b}")
     names = sorted(left[1] | right[1])
     for _ in range(POINTS):
