@@ -176,3 +176,39 @@ def test_an_old_contract_plugin_runs_for_one_release_with_a_warning_per_hook() -
     assert isinstance(plan, Plan) and plan.calls == 3 and plan.samples == 3 and plan.kinds == {"solve"}
     result, ledger = solve_with(old, FakeModel(), PROBLEM)
     assert ledger.totals.calls == 3 and result.prediction is not None
+
+
+HAND_BUILT = """
+from testtime.api import METHODS, PerProblem, Plan, ProblemResult, make_candidates
+
+
+@METHODS.register("hand-built", help="two samples, a plan built by hand")
+class HandBuilt(PerProblem):
+    def plan(self, problems, base, stream=False):
+        return Plan(sampling={"solve": base.sampling()}, samples=2, calls=2)
+
+    async def solve(self, problem, ctx):
+        completions = await ctx.engine.sample(ctx.prompt(problem), ctx.plan.samples, ctx.sampled("solve"),
+                                              problem_id=problem.id)
+        candidates = make_candidates(problem, completions)
+        return ProblemResult(problem_id=problem.id, prediction=candidates[0].answer, candidates=candidates)
+"""
+
+
+def test_a_plan_built_without_plan_of_runs_and_the_manifest_names_its_method(tmp_path, testtime_process) -> None:
+    """A plugin's plan made with `Plan(...)` directly: the run records the method's name and options, plans its
+    calls and makes them (a fresh process, as a user runs a plugin)."""
+    import json
+
+    plugin = tmp_path / "hand_built.py"
+    plugin.write_text(HAND_BUILT)
+    out = tmp_path / "run"
+    done = testtime_process(
+        "run", "--plugin", str(plugin), "--method", "hand-built", "--bench", "arith", "--limit", "2",
+        "--model", "fake:echo", "--out", str(out), "--quiet",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    manifest = json.loads((out / "config.json").read_text())
+    assert manifest["method"]["name"] == "hand-built"
+    assert manifest["effective"]["n"] == 2 and manifest["effective"]["planned_calls_per_problem"] == 2
+    assert len((out / "ledger.jsonl").read_text().splitlines()) == 4

@@ -12,7 +12,7 @@ cannot drift from what `solve` does.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from testtime.core.errors import PlanError
@@ -120,3 +120,11 @@ class Plan:
             method=record,
             ignores=dict(ignores or {}),
         )
+
+
+def completed(method: Method, plan: Plan) -> Plan:
+    """The plan as a run records it: one a method built without `Plan.of` gets the method's name and options as
+    its manifest record (every reader of a run expects the method's name there)."""
+    if plan.method.get("name") == method.name:
+        return plan
+    return replace(plan, method={"name": method.name, **method.options.model_dump(), **plan.method})

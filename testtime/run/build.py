@@ -12,7 +12,7 @@ from testtime.core.model import LanguageModel
 from testtime.core.oracle import LabelOracle
 from testtime.core.records import Problem
 from testtime.methods import METHODS, Method, PerProblem, load_methods
-from testtime.methods.plan import GENERIC_FLAGS, Domain, Plan, ProblemSet
+from testtime.methods.plan import GENERIC_FLAGS, Domain, Plan, ProblemSet, completed
 from testtime.models import resolve_model
 from testtime.run.manifest import Effective
 from testtime.run.settings import RunSettings
@@ -77,7 +77,7 @@ class RunParts:
 
 def plan_of(method: Method, settings: RunSettings, domain: Domain, bench: str = "") -> Plan:
     """The method's plan for these settings on a problem set (serve: the server's own domain, no benchmark)."""
-    return method.plan(ProblemSet(domain, bench), settings.base(), settings.stream)
+    return completed(method, method.plan(ProblemSet(domain, bench), settings.base(), settings.stream))
 
 
 def label_oracle(parts: RunParts) -> LabelOracle | None:

@@ -32,7 +32,7 @@ from testtime.core.rollout import declared_calls
 from testtime.evaluation.caveats import greedy_samples
 from testtime.evaluation.labelfree import answer_logprob, confidence
 from testtime.methods import METHODS, MethodContext, PerProblem, load_methods
-from testtime.methods.plan import Plan, ProblemSet, RunBase
+from testtime.methods.plan import Plan, ProblemSet, RunBase, completed
 from testtime.run.engine import open_engine
 from testtime.run.lifecycle import ServedDir
 from testtime.run.loop import Arrival, Session, unlabelled_of
@@ -139,7 +139,7 @@ class ServedRun:
         n = request.n if request.n is not None else self.settings.n
         base = RunBase(model=self.settings.model, n=n, seed=seed, **given)
         try:
-            plan = method.plan(ProblemSet(request.domain), base)
+            plan = completed(method, method.plan(ProblemSet(request.domain), base))
         except UserError as exc:
             raise BadRequest(str(exc)) from None
         if request.n is not None and "n" in plan.ignores:
