@@ -331,8 +331,9 @@ class Supervisor:
         job_groups, self.job_groups = set(self.job_groups), []
         for pid in job_groups:
             self.zygote.exit_status(pid, 1.0)  # killed at the end of its job: let it go before the sweep
+        unused = {self.next_process[0]} if self.next_process is not None else set()  # a job with no tests
         if os.getpid() == 1:
-            if kill_leftovers({1, self.zygote.pid}, job_groups):
+            if kill_leftovers({1, self.zygote.pid} | unused, job_groups):
                 reasons.append("processes left behind")
             for folder in SCRATCH:
                 if not wipe(folder):
@@ -344,7 +345,8 @@ class Supervisor:
             reasons.append("the zygote was stopped")  # replace the worker now, not after the next job waits
             return reasons
         self.zygote.drain()
-        self.next_process = self.zygote.spawn()
+        if self.next_process is None:  # kept when no test used it: it never held any job's data
+            self.next_process = self.zygote.spawn()
         if self.next_process is None:
             reasons.append("the zygote is gone")
         return reasons
