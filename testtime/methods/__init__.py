@@ -141,6 +141,7 @@ class Method(ABC):
 
     name: ClassVar[str]  # the name it is registered under
     Options: ClassVar[type[Options]] = Options
+    _legacy: ClassVar[bool] = False  # written against the contract before the plan (`methods/legacy.py`)
 
     def __init__(self, **options: Any) -> None:
         """`options`: the method's own (`Options`)."""
@@ -151,14 +152,15 @@ class Method(ABC):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        for hook in LEGACY_HOOKS:
-            if hook in vars(cls):
-                warn_legacy(cls, hook)
+        own = [hook for hook in LEGACY_HOOKS if hook in vars(cls)]
+        for hook in own:
+            warn_legacy(cls, hook)
+        cls._legacy = bool(own) or getattr(cls, "_legacy", False)  # its own old hooks, or a parent's
 
     def plan(self, problems: ProblemSet, base: RunBase, stream: bool = False) -> Plan:
         """What this method will do on `problems` (settling presets that depend on them), or a one-line UserError
         for a model, a stream or options it cannot run with, before any run directory exists."""
-        if any(hook in LEGACY_HOOKS for klass in type(self).__mro__[:-1] for hook in vars(klass)):
+        if self._legacy:
             return legacy_plan(self, problems, base, stream)
         selector = self.options.build(problems.domain) if isinstance(self.options, SelectorChoice) else None
         params = base.sampling()

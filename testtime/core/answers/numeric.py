@@ -16,7 +16,7 @@ from __future__ import annotations
 import cmath
 import random
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import lru_cache
 from typing import Union
 
@@ -238,8 +238,19 @@ def _compile(s: str) -> tuple[Evaluator, frozenset[str]] | None:
         return None
 
 
-def _point(names: list[str], rng: random.Random) -> dict[str, complex]:
-    return {name: complex(rng.uniform(0.5, 2.5), 0) for name in names}
+def _points(a: str, b: str, names: frozenset[str]) -> Iterator[dict[str, complex]]:
+    """The random points a pair is compared at: seeded by the pair, variables shared by name."""
+    rng = random.Random(f"{a}\x00{b}")
+    for _ in range(POINTS):
+        yield {name: complex(rng.uniform(0.5, 2.5), 0) for name in sorted(names)}
+
+
+def _typed(evaluator: Evaluator, point: dict[str, complex]) -> Value | None:
+    """The expression's value at `point`; None when it has none (a number added to a matrix)."""
+    try:
+        return evaluator(point)
+    except IllTyped:
+        return None
 
 
 def _finite(x: Value) -> bool:
@@ -270,20 +281,9 @@ def numerically_equal(a: str, b: str) -> bool | None:
         return None
     if set(_CONSTANT_LETTER.findall(a)) ^ set(_CONSTANT_LETTER.findall(b)):
         return None  # a lone e or i on one side only: most likely Euler's number or the imaginary unit
-    rng = random.Random(f"{a}\x00{b}")
-    names = sorted(left[1] | right[1])
-    for _ in range(POINTS):
-        point = _point(names, rng)
+    for point in _points(a, b, left[1] | right[1]):
         try:
-            x = left[0](point)
-        except IllTyped:
-            x = None
-        except _ARITHMETIC_ERRORS:
-            return None
-        try:
-            y = right[0](point)
-        except IllTyped:
-            y = None
+            x, y = _typed(left[0], point), _typed(right[0], point)
         except _ARITHMETIC_ERRORS:
             return None
         if x is None or y is None:  # an expression with no value equals nothing with one
@@ -301,11 +301,8 @@ def _equations_equal(a: str, b: str) -> bool | None:
     if any(side is None for side in sides):
         return None
     (la, va), (ra, wa), (lb, vb), (rb, wb) = sides  # type: ignore[misc]
-    rng = random.Random(f"{a}\x00{b}")
-    names = sorted(va | wa | vb | wb)
     ratios = []
-    for _ in range(POINTS):
-        point = _point(names, rng)
+    for point in _points(a, b, va | wa | vb | wb):
         try:
             da, db = la(point) - ra(point), lb(point) - rb(point)
         except (IllTyped, *_ARITHMETIC_ERRORS):

@@ -237,7 +237,7 @@ class TRT(PerProblem):
         else:
             previous = state.incumbent
             pool = ([previous] if previous else []) + shuffled  # elitist: last round's winner competes again
-            writes_tests = "tests" in ctx.plan.kinds  # code's execution: this round's test inputs, seeded apart
+            writes_tests = "tests" in ctx.plan.sampling  # code's execution: this round's test inputs, seeded apart
             tests = ctx.params_for(t, TESTS_SLOT, "tests") if writes_tests else None
             selection = await selector.select(problem, pool, ctx.selection(step=t, params=tests))
             chosen = next((c for c in pool if c.index == selection.index), None)
