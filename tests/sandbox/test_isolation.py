@@ -32,8 +32,8 @@ def test_a_misbehaving_job_does_not_affect_the_next(backend: Sandbox) -> None:
 
 
 def test_a_job_with_no_tests_keeps_its_worker(backend: Sandbox) -> None:
-    """Its pre-forked job process goes unused: kept for the next job (it never held any job's data), not swept
-    up as a leftover, which replaced the worker (72 ms under bwrap, 400 under Docker) after every such job."""
+    """Its job process, handed a job with nothing to run, ends with the job, not swept up as a leftover, which
+    replaced the worker (72 ms under bwrap, 400 under Docker) after every such job."""
     spawned: list[int] = []
     original = backend._spawn  # type: ignore[attr-defined]
     backend._spawn = lambda: spawned.append(1) or original()  # type: ignore[attr-defined]

@@ -237,3 +237,25 @@ def test_forged_deep_json_from_a_job_is_judged_not_raised() -> None:
         for observed, verdict in ((deep, "pass"), ("[" * 50_000 + "]" * 49_999, "wrong_answer")):
             raw = {"status": "ok", "result": observed, "seconds": 0.1}
             assert judge(test, raw, functional=True, grader=grader)["verdict"] == verdict
+
+
+PRELUDE_USES = [  # the prelude's names, found as builtins, wherever a module global would be found
+    ("print(gcd(12, 18), floor(2.5), deque([7]).popleft(), bisect_left([1, 3], 2))", "6 2 7 1"),
+    ("def f():\n    return int(sqrt(16))\nclass A:\n    x = comb(4, 2)\nprint(f(), A.x, eval('lcm(4, 6)'))", "4 6 12"),
+    ("gcd = lambda a, b: 0\nprint(gcd(4, 6))", "0"),  # a name the program binds shadows the prelude's
+    ("from math import *\nprint(gcd(4, 6), 'gcd' in globals())", "2 True"),
+    ("print('gcd' in dir(__builtins__) or 'gcd' in __builtins__, stdin.readline().strip())", "True x"),
+]
+
+
+@pytest.mark.parametrize(("program", "expected"), PRELUDE_USES)
+def test_the_prelude_reaches_programs_as_their_builtins(backend: Sandbox, program: str, expected: str) -> None:
+    report = backend.run(program, [TestCase(input="x", output=expected)])
+    assert report.passed, report.tests
+
+
+def test_a_program_that_rewrites_the_prelude_affects_no_later_job(solo: Sandbox) -> None:
+    """Every job's process is forked afresh: a builtin replaced by one job is the original in the next."""
+    poison = "__builtins__['gcd'] = lambda a, b: -1\n__builtins__['print'] = lambda *a: None\nprint(gcd(4, 6))"
+    assert not solo.run(poison, [TestCase(input="", output="2")]).passed
+    assert solo.run("print(gcd(4, 6))", [TestCase(input="", output="2")]).passed
