@@ -11,6 +11,7 @@ window), so a cgroup is used wherever one can be made.
 
 import os
 import signal
+import threading
 
 THROTTLE_WINDOW_S = 0.1
 
@@ -46,15 +47,9 @@ class CpuThrottle:
     `cpus` of None bounds nothing."""
 
     def __init__(self, cpus, spare):
-        self.cpus, self.spare, self.thread = cpus, set(spare), None
-        if cpus is None:
-            return  # a cgroup bounds
-        # Imported here, never where a cgroup bounds: with `threading` loaded, every fork runs its after-fork
-        # hook, which cost each job process ~100 page copies (0.27 ms of CPU; the zygote forks before any job).
-        import threading
-
+        self.cpus, self.spare = cpus, set(spare)
         self.done = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread = threading.Thread(target=self._run, daemon=True) if cpus is not None else None  # a cgroup bounds
 
     def __enter__(self):
         if self.thread is not None:
@@ -62,8 +57,8 @@ class CpuThrottle:
         return self
 
     def __exit__(self, *exc):
+        self.done.set()
         if self.thread is not None:
-            self.done.set()
             self.thread.join()
 
     def _run(self):
