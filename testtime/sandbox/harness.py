@@ -16,8 +16,7 @@ Protocol. Host → harness: `{"program", "func_name", "limits", "inputs": [{"inp
 inputs only, expected outputs never enter the sandbox; the host judges. Harness → host: with `stream` (early
 exit) one `{"test": ...}` line per test as it ends, and the host may send `{"stop": true}` at any time; then
 `{"done": true, "tests": [...], "limit_hit"}` (tests only when not streamed; a worker that hit a limit is
-replaced at once), and the host answers `{"read": true}` on reading it. After that answer (or 2 ms without
-one), off the job's critical path, the harness kills the job's processes and every leftover one,
+replaced at once). After every job, off the job's critical path, the harness kills every leftover process,
 wipes `/tmp`, `/dev/shm` and `/dev/mqueue`, verifies they are empty and that no SysV IPC object survives,
 pre-forks the next job process, and sends `{"ready": true, "recycle": [reasons]}`; the host sends the next
 job only after that line, and replaces the worker when there is any reason to.
@@ -45,7 +44,6 @@ if "job_process" not in globals():  # imported from the package rather than run 
     from testtime.sandbox.harness_throttle import CpuThrottle
 
 LIMIT_STATUSES = ("time_limit", "memory_limit", "output_limit")
-ACK_WAIT_S = 0.002  # a host that has not read its results by then is busy elsewhere: clean up meanwhile
 FORGED = "a malformed report on the harness's channel (the program wrote to it)"
 
 
@@ -262,7 +260,6 @@ class Supervisor:
         self.channel, self.cpus = channel, cpus  # cpus: bound the jobs' CPU here (no cgroup does it)
         self.zygote = _Zygote()
         self.next_process = None
-        self.finished = None  # the last job's process, done with its tests: killed in the cleanup, not before
         self.job_groups = []  # the job processes of the last job (each leads its own process group)
 
     def _process(self):
@@ -287,12 +284,10 @@ class Supervisor:
 
     def _run_tests(self, job, process, inputs, func_name, stream, timeout):
         results, index, limit_hit, stopped = [], 0, False, False
-        self.finished = process  # its end would take the CPU the host wakes on to read the results
         while index < len(inputs) and not stopped:
             if process is None:
                 process = self._process()
                 process.start(json.dumps({**job, "first": index}).encode())
-                self.finished = process
             while index < len(inputs):
                 event, line = _next_report(process.report, stream, time.monotonic() + timeout + 1.0)
                 if event == "stop":
@@ -314,9 +309,10 @@ class Supervisor:
                 index += 1
                 if event != "report":
                     break  # the job process is gone: a new one continues with the next test
-            if index < len(inputs) or stopped:
-                process.kill()
-                process = self.finished = None
+            process.kill()
+            process = None
+        if process is not None:
+            process.kill()  # handed a job with no tests
         return results, limit_hit
 
     def _ended(self, process, hung, index, func_name, timeout):
@@ -343,9 +339,6 @@ class Supervisor:
         """Leave the sandbox as the next job must find it, and pre-fork the next job process; the reasons,
         if any, to replace the worker. Only as PID 1 of a sandbox: on a host (perf's unisolated reference)
         it touches nothing."""
-        if self.finished is not None:
-            self.finished.kill()
-            self.finished = None
         reasons = ["a limit was hit"] if limit_hit else []
         job_groups, self.job_groups = set(self.job_groups), []
         for pid in job_groups:
@@ -388,27 +381,9 @@ class Supervisor:
                 results, limit_hit = self.run_job(job, process)
                 tests = "" if job.get("stream") else ", ".join(results)
                 self.channel.send_text(f'{{"done": true, "limit_hit": {json.dumps(limit_hit)}, "tests": [{tests}]}}')
-                self._await_host()
             except Exception as exc:  # noqa: BLE001 - a harness fault is reported, never a pass
                 self.channel.send({"harness_error": f"{type(exc).__name__}: {exc}"})
             self.channel.send({"ready": True, "recycle": self.cleanup(limit_hit)})
-
-    def _await_host(self):
-        """Wait, briefly, for the host's word that it has the results: the cleanup would otherwise hold the CPU
-        the host was woken on (0.3 ms a job on 2 cores). Stops arriving late are dropped here."""
-        deadline = time.monotonic() + ACK_WAIT_S
-        while True:
-            while self.channel.reader.has_line():
-                try:
-                    if json.loads(self.channel.reader.pop_line()).get("read"):
-                        return
-                except (ValueError, AttributeError):
-                    continue
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or not select.select([self.channel.reader.fd], [], [], remaining)[0]:
-                return
-            if not self.channel.reader.fill():
-                return  # the host is gone: the serving loop sees the end of the stream
 
 
 def _make_undumpable():

@@ -184,10 +184,6 @@ class PooledSandbox(Sandbox):
                     worker.send({"stop": True})
                     stopped = True
             if message.get("done"):
-                try:
-                    worker.send({"read": True})  # the harness cleans up after this, off the CPU we woke on
-                except OSError:
-                    pass  # a broken stream: its next "ready" never comes, and the worker is replaced
                 raws = message.get("tests", [])
                 for raw in raws if isinstance(raws, list) else [None]:
                     verdicts.append(_judged(tests, len(verdicts), raw, functional, limits.grader))
