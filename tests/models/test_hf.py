@@ -70,6 +70,31 @@ def test_one_sample_requests_of_one_prompt_share_its_prefill_and_keep_their_orde
     assert [c.text for c in result[1] + result[3]] == [alone[b]] * 2
 
 
+def test_a_greedy_answer_shares_its_samples_batch_and_prefill(model: HFModel, monkeypatch) -> None:
+    """TTRL's evaluation asks a prompt's k samples and its greedy answer: one batch, one prefill, and each row
+    what it would be alone (the greedy answer greedy, each seeded sample its own)."""
+    import testtime.models.hf as hf
+
+    counts = []
+    shared = hf.generate_shared
+    monkeypatch.setattr(
+        hf, "generate_shared", lambda m, i, a, c, **o: counts.append(c.tolist()) or shared(m, i, a, c, **o)
+    )
+    prompt = "What is 37 + 48?"
+    greedy = SamplingParams(temperature=0.0, max_tokens=12)
+    sampled = [SamplingParams(temperature=t, top_p=0.95, max_tokens=12, seed=s) for t, s in ((0.6, 1), (1.2, 2))]
+    assert len({hf._sampling_group(p) for p in [greedy, *sampled]}) == 1
+    unseeded = SamplingParams(temperature=0.6, max_tokens=12)
+    assert hf._sampling_group(unseeded) != hf._sampling_group(greedy)
+    assert hf._sampling_group(greedy.model_copy(update={"logprobs": 0})) != hf._sampling_group(greedy)
+    mixed = model._run_batch(
+        _rows([(prompt, 1)], sampled[0]) + _rows([(prompt, 1)], greedy) + _rows([(prompt, 1)], sampled[1])
+    )
+    assert counts == [[3]]
+    alone = [model._run_batch(_rows([(prompt, 1)], p))[0][0].text for p in (sampled[0], greedy, sampled[1])]
+    assert [group[0].text for group in mixed] == alone
+
+
 def test_generation_never_runs_past_the_models_context(tmp_path: Path, monkeypatch) -> None:
     """A budget far beyond the context (TRT's default on a small model) stops where the positions end."""
     from tests.tiny_model import build_random_model

