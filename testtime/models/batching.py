@@ -1,8 +1,8 @@
 """Micro-batching for local engines: concurrent single-sample requests become one batched generate call.
 
 The rollout engine sends one request per sample; on a local model that would waste the batch dimension.
-Requests that arrive while a batch runs are grouped (same sampling settings) and run together in a worker
-thread, so the event loop keeps scheduling while the engine computes.
+Requests that arrive while a batch runs are grouped (by the backend's key: which settings may share a batch)
+and run together in a worker thread, so the event loop keeps scheduling while the engine computes.
 """
 
 from __future__ import annotations
