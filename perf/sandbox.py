@@ -203,7 +203,7 @@ def main() -> None:
             f"{name:34} {job.median_ms:14.2f} {job.p99_ms:8.2f} {job.median_ms / bare.median_ms:8.3f} {rest}"
             f" {job.cpu_ms:11.2f} {seconds if seconds else float('nan'):13.2f} {ratio}"
         )
-    pools = [(name, job.roles) for name, job, _ in rows if "pool" in name and job.roles]
+    pools = [(name, job.roles) for name, job, _ in rows if job.roles]  # split for the pools only
     print("\nwhere a pool's CPU goes, per job back to back: CPU ms (minor page faults)")
     print(f"{'process':34} " + " ".join(f"{name:>22}" for name, _ in pools))
     for role in pools[0][1] if pools else ():

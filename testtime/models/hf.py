@@ -150,8 +150,9 @@ class HFModel(LanguageModel):
         context = getattr(model.config, "max_position_embeddings", None)
         room = params.max_tokens if context is None else max(1, context - unique["input_ids"].shape[1])
         options: dict[str, Any] = {"max_new_tokens": min(params.max_tokens, room), "pad_token_id": tok.pad_token_id}
-        draws = _row_draws(rows, texts, distinct)
-        if all(row.params.greedy for row in rows):
+        greedy = all(row.params.greedy for row in rows)
+        draws = None if greedy else _row_draws(rows, texts, distinct)
+        if greedy:
             options.update(do_sample=False, temperature=None, top_p=None, top_k=None)
         elif draws is not None:  # each sample from a generator of its own: the same whatever shares its batch
             sampler = row_seeded_sampler(draws, self.device)

@@ -44,8 +44,8 @@ def row_seeded_sampler(rows: Sequence[RowDraw], device: Any) -> Any:
     import torch
     from transformers import LogitsProcessor, TemperatureLogitsWarper, TopPLogitsWarper
 
-    sampled = [i for i, row in enumerate(rows) if row.seed is not None]
-    greedy = [i for i, row in enumerate(rows) if row.seed is None]
+    seeds = {i: row.seed for i, row in enumerate(rows) if row.seed is not None}
+    sampled, greedy = list(seeds), [i for i, row in enumerate(rows) if row.seed is None]
     settings: dict[tuple[float, float], list[int]] = {}  # rows warped alike, warped together
     for i in sampled:
         settings.setdefault((rows[i].temperature, rows[i].top_p), []).append(i)
@@ -53,9 +53,18 @@ def row_seeded_sampler(rows: Sequence[RowDraw], device: Any) -> Any:
         (torch.tensor(where, device=device), [TemperatureLogitsWarper(t)] + ([TopPLogitsWarper(p)] if p < 1.0 else []))
         for (t, p), where in settings.items()
     ]
-    generators = {i: torch.Generator(device=device).manual_seed(int(rows[i].seed or 0)) for i in sampled}
+    generators = {i: torch.Generator(device=device).manual_seed(int(seed)) for i, seed in seeds.items()}
     parts = max(1, min(torch.get_num_threads(), len(sampled))) if torch.device(device).type == "cpu" else 1
     first, *rest = (sampled[a:b] for a, b in itertools.pairwise([len(sampled) * k // parts for k in range(parts + 1)]))
+
+    def probabilities(input_ids: Any, scores: Any) -> Any:
+        probs = torch.empty_like(scores, dtype=torch.float32)
+        for where, warpers in warps:
+            warped = scores[where]
+            for warp in warpers:
+                warped = warp(input_ids[where], warped)
+            probs[where] = torch.softmax(warped.float(), dim=-1)
+        return probs
 
     def draw(probs: Any, indices: list[int]) -> list[Any]:
         return [torch.multinomial(probs[i], 1, generator=generators[i])[0] for i in indices]
@@ -66,12 +75,7 @@ def row_seeded_sampler(rows: Sequence[RowDraw], device: Any) -> Any:
             if greedy:
                 chosen[greedy] = scores[greedy].argmax(dim=-1)
             if sampled:
-                probs = torch.empty_like(scores, dtype=torch.float32)
-                for where, warpers in warps:
-                    warped = scores[where]
-                    for warp in warpers:
-                        warped = warp(input_ids[where], warped)
-                    probs[where] = torch.softmax(warped.float(), dim=-1)
+                probs = probabilities(input_ids, scores)
                 pending = [_draw_pool(parts - 1).submit(draw, probs, indices) for indices in rest]
                 tokens = draw(probs, first) + [token for done in pending for token in done.result()]
                 chosen[sampled] = torch.stack(tokens)
