@@ -145,10 +145,8 @@ def _run_one(code, test, func_name, timeout, cap, index, stdin_fd, official=None
     test_input = test.get("input", "")
     os.ftruncate(stdin_fd, 0)
     os.pwrite(stdin_fd, test_input.encode(), 0)
-    os.dup2(stdin_fd, 0)  # fd 0 shares stdin_fd's offset: rewind it
-    os.lseek(0, 0, os.SEEK_SET)
+    os.dup2(stdin_fd, 0)  # fd 0 shares stdin_fd's offset, which the streams rewind
     os.ftruncate(1, 0)
-    os.lseek(1, 0, os.SEEK_SET)
     sys.stdin, sys.stdout = _fresh_streams()
     # `from sys import *` bound the harness's streams; programs must see this test's.
     name = "tmp_sol" if official is not None else "__main__" if func_name is None else "solution"
@@ -214,7 +212,11 @@ def _fresh_streams():
     kept = pair is not None and sys.stdin is pair[0] and sys.stdout is pair[1]
     if clean and kept and not (pair[0].closed or pair[1].closed):
         try:
-            pair[0].seek(0)  # drops the read-ahead and the decoder's state; fd 0 holds this test's input
+            # A binary reader seeks within its read-ahead where it can, so what the last test left unread would
+            # be read again: a seek to the end drops it. The text layer's seek then drops the decoder's state and
+            # rewinds fd 0, which holds this test's input; the writer's rewinds fd 1.
+            pair[0].buffer.seek(0, os.SEEK_END)
+            pair[0].seek(0)
             pair[1].seek(0)
             return pair
         except (OSError, ValueError):
@@ -224,6 +226,8 @@ def _fresh_streams():
             pair[1].buffer.raw.close()
         except (AttributeError, OSError, ValueError):
             pass
+    os.lseek(0, 0, os.SEEK_SET)
+    os.lseek(1, 0, os.SEEK_SET)
     pair = (
         io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8"),
         io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "w", closefd=False)), encoding="utf-8"),
