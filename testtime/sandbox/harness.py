@@ -40,7 +40,7 @@ if "job_process" not in globals():  # imported from the package rather than run 
         sysv_objects,
         wipe,
     )
-    from testtime.sandbox.harness_job import job_process, result_record
+    from testtime.sandbox.harness_job import job_process, prepare_zygote, result_record
     from testtime.sandbox.harness_throttle import CpuThrottle
 
 LIMIT_STATUSES = ("time_limit", "memory_limit", "output_limit")
@@ -122,12 +122,12 @@ class _Zygote:
                 data, fds, _, _ = socket.recv_fds(self.sock, 4096, 3)
                 if not data:
                     return None
-                message = json.loads(data)
-                if "exit" in message:
-                    self.exits[message["exit"]] = message["status"]
+                kind, *numbers = data.split()
+                if kind == b"exit":
+                    self._exited(numbers)
                     continue
-                return (message["pid"], *fds)
-        except (OSError, ValueError):
+                return (int(numbers[0]), *fds)
+        except (OSError, ValueError, IndexError):
             return None
 
     def exit_status(self, pid, timeout):
@@ -140,9 +140,12 @@ class _Zygote:
             data = self.sock.recv(4096)
             if not data:
                 return None
-            message = json.loads(data)
-            self.exits[message["exit"]] = message["status"]
+            self._exited(data.split()[1:])
         return self.exits[pid]
+
+    def _exited(self, numbers):
+        pid, status = numbers
+        self.exits[int(pid)] = int(status)
 
     def drain(self):
         """Forget the exits nobody asked about (job processes killed at the end of their job)."""
@@ -161,6 +164,7 @@ def _zygote_main(sock):
                     os.close(fd)
                 except OSError:
                     pass
+        devnull = prepare_zygote()
         wake_r, wake_w = os.pipe()
         os.set_blocking(wake_w, False)
         signal.signal(signal.SIGCHLD, lambda *_: None)
@@ -176,7 +180,7 @@ def _zygote_main(sock):
                         break
                     if pid == 0:
                         break
-                    sock.send(json.dumps({"exit": pid, "status": status}).encode())
+                    sock.send(b"exit %d %d" % (pid, status))
             if sock in ready:
                 if not sock.recv(64):
                     os._exit(0)  # the supervisor is gone
@@ -189,8 +193,8 @@ def _zygote_main(sock):
                     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                     for fd in (sock.fileno(), wake_r, wake_w, job_w, report_r):
                         os.close(fd)
-                    job_process(job_r, report_w, out_fd)
-                socket.send_fds(sock, [json.dumps({"pid": pid}).encode()], [job_w, report_r, out_fd])
+                    job_process(job_r, report_w, out_fd, devnull)
+                socket.send_fds(sock, [b"pid %d" % pid], [job_w, report_r, out_fd])
                 for fd in (job_r, job_w, report_r, report_w, out_fd):
                     os.close(fd)
     except BaseException:  # noqa: BLE001 - never return into the supervisor's loop

@@ -58,13 +58,29 @@ def _on_alarm(signum, frame):
     raise _TimeLimit()
 
 
-def job_process(job_fd, report_fd, out_fd):
+def prepare_zygote():
+    """Set once in the zygote what every job process inherits, rather than in each (a forked process copies
+    each page it first writes): signal dispositions, the interpreter's limits, an open /dev/null; and hand the
+    heap's free pages back (the harness's compile left ~2 MB), which each fork would map and each exit unmap.
+    Returns /dev/null's descriptor."""
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # over-long output: writes fail with EFBIG instead
+    signal.signal(signal.SIGALRM, _on_alarm)
+    sys.setrecursionlimit(50000)
+    if hasattr(sys, "set_int_max_str_digits"):
+        sys.set_int_max_str_digits(0)
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass  # not glibc: nothing to trim
+    return os.open(os.devnull, os.O_RDWR)
+
+
+def job_process(job_fd, report_fd, out_fd, devnull):
     """Runs in the forked job process: one JSON line per test on `report_fd`. Never returns."""
     try:
         os.setsid()
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # over-long output: writes fail with EFBIG instead
-        signal.signal(signal.SIGALRM, _on_alarm)
-        devnull = os.open(os.devnull, os.O_RDWR)
         for target in (0, 2):
             os.dup2(devnull, target)
         os.dup2(out_fd, 1)
@@ -78,9 +94,6 @@ def job_process(job_fd, report_fd, out_fd):
                 except OSError:
                     pass  # the listing's own descriptor, already gone
         new_session_keyring()  # what the program adds to its session keyring dies with this process
-        sys.setrecursionlimit(50000)
-        if hasattr(sys, "set_int_max_str_digits"):
-            sys.set_int_max_str_digits(0)
         stdin_fd = os.memfd_create("stdin")
         _warm_up(stdin_fd)
         job = json.loads(_read_all(job_fd))
