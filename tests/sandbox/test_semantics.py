@@ -99,6 +99,7 @@ def test_buffer_io_works_unlike_the_official_mock(backend: Sandbox) -> None:
             ["", "ok", "fine"],
         ),
         ("import sys\nx = input()\nprint(x)\nsys.stdin.close()", ["p", "q"], ["p", "q"]),  # a closed stdin
+        ("import sys\nprint(sys.stdin.detach().readline().decode().strip())", ["a\nb", "c"], ["a", "c"]),  # detached
         ("import sys, io\nsys.stdout = io.StringIO()\nprint(input())", ["m", "n"], ["", ""]),  # a replaced stdout
     ],
 )

@@ -223,17 +223,18 @@ def _fresh_streams():
     pair, clean = _STREAMS["pair"], _STREAMS["clean"]
     _STREAMS["clean"] = False
     kept = pair is not None and sys.stdin is pair[0] and sys.stdout is pair[1]
-    if clean and kept and not (pair[0].closed or pair[1].closed):
+    if clean and kept:
         try:
-            # A binary reader seeks within its read-ahead where it can, so what the last test left unread would
-            # be read again: a seek to the end drops it. The text layer's seek then drops the decoder's state and
-            # rewinds fd 0, which holds this test's input; the writer's rewinds fd 1.
-            pair[0].buffer.seek(0, os.SEEK_END)
-            pair[0].seek(0)
-            pair[1].seek(0)
-            return pair
+            if not (pair[0].closed or pair[1].closed):  # a detached wrapper raises here
+                # A binary reader seeks within its read-ahead where it can, so what the last test left unread
+                # would be read again: a seek to the end drops it. The text layer's seek then drops the decoder's
+                # state and rewinds fd 0, which holds this test's input; the writer's rewinds fd 1.
+                pair[0].buffer.seek(0, os.SEEK_END)
+                pair[0].seek(0)
+                pair[1].seek(0)
+                return pair
         except (OSError, ValueError):
-            pass  # detached or otherwise unusable: new ones
+            pass  # closed, detached or otherwise unusable: new ones
     if pair is not None:  # what the last test left in a buffer (its time ran out mid-write) is never written:
         try:  # closing the raw file object (not fd 1) makes every later flush of it fail
             pair[1].buffer.raw.close()
