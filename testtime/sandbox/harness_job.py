@@ -60,20 +60,12 @@ def _on_alarm(signum, frame):
 
 def prepare_zygote():
     """Set once in the zygote what every job process inherits, rather than in each (a forked process copies
-    each page it first writes): signal dispositions, the interpreter's limits, an open /dev/null; and hand the
-    heap's free pages back (the harness's compile left ~2 MB), which each fork would map and each exit unmap.
-    Returns /dev/null's descriptor."""
+    each page it first writes): signal dispositions, the interpreter's limits, an open /dev/null (returned)."""
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # over-long output: writes fail with EFBIG instead
     signal.signal(signal.SIGALRM, _on_alarm)
     sys.setrecursionlimit(50000)
     if hasattr(sys, "set_int_max_str_digits"):
         sys.set_int_max_str_digits(0)
-    try:
-        import ctypes
-
-        ctypes.CDLL(None).malloc_trim(0)
-    except (OSError, AttributeError):
-        pass  # not glibc: nothing to trim
     return os.open(os.devnull, os.O_RDWR)
 
 
