@@ -100,6 +100,7 @@ def test_buffer_io_works_unlike_the_official_mock(backend: Sandbox) -> None:
         ),
         ("import sys\nx = input()\nprint(x)\nsys.stdin.close()", ["p", "q"], ["p", "q"]),  # a closed stdin
         ("import sys\nprint(sys.stdin.detach().readline().decode().strip())", ["a\nb", "c"], ["a", "c"]),  # detached
+        ("import os\nprint(input(), flush=True)\nos.close(0)\nos.close(1)", ["p", "q"], ["p", "q"]),  # closed fds
         ("import sys, io\nsys.stdout = io.StringIO()\nprint(input())", ["m", "n"], ["", ""]),  # a replaced stdout
     ],
 )

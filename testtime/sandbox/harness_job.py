@@ -75,33 +75,33 @@ def job_process(job_fd, report_fd, out_fd, devnull):
         os.setsid()
         for target in (0, 2):
             os.dup2(devnull, target)
-        os.dup2(out_fd, 1)
+        os.dup2(out_fd, 1)  # never the harness's own stdout (with bwrap, the channel to the host)
         # Keep only stdio and this job's own descriptors: the harness's channel to the host and the zygote's
         # socket must be unreachable. (A program can reach these and forge its own results: nothing it could
         # not print anyway.)
         for fd in [int(name) for name in os.listdir("/proc/self/fd")]:
-            if fd > 2 and fd not in (job_fd, report_fd):
+            if fd > 2 and fd not in (job_fd, report_fd, out_fd):
                 try:
                     os.close(fd)
                 except OSError:
                     pass  # the listing's own descriptor, already gone
         new_session_keyring()  # what the program adds to its session keyring dies with this process
-        stdin_fd = os.memfd_create("stdin")
-        _warm_up(stdin_fd)
+        fds = (os.memfd_create("stdin"), out_fd)
+        _warm_up(fds)
         job = json.loads(_read_all(job_fd))
-        _run_job(job, report_fd, stdin_fd)
+        _run_job(job, report_fd, fds)
         os._exit(0)
     except BaseException:  # noqa: BLE001 - never fall back into the harness's own loop
         os._exit(70)
 
 
-def _warm_up(stdin_fd):
+def _warm_up(fds):
     """A job's steps before the job exists: its parse, a compile, a test that reads and prints, its report. A
     forked process copies each page it first writes, so those pages are copied here, not on the job's clock
     (the parse, compile and first test of a job cost 115, 80 and 150 us cold, 70, 70 and 120 warmed)."""
     json.loads(_WARM_UP_JOB)
     code = compile(_WARM_UP_PROGRAM, "<warm-up>", "exec")
-    json.dumps(_run_one(code, {"input": "1"}, None, 1.0, 1024, -1, stdin_fd))
+    json.dumps(_run_one(code, {"input": "1"}, None, 1.0, 1024, -1, fds))
 
 
 def _read_all(fd):
@@ -112,7 +112,7 @@ def _read_all(fd):
     return b"".join(chunks)
 
 
-def _run_job(job, report_fd, stdin_fd):
+def _run_job(job, report_fd, fds):
     inputs, first, func_name, limits = job["inputs"], job.get("first", 0), job.get("func_name"), job["limits"]
     timeout = float(limits.get("timeout_s", 6.0))
     memory = limits.get("memory_mb", 1024)
@@ -140,18 +140,20 @@ def _run_job(job, report_fd, stdin_fd):
             report(result_record(index, "compile_error", 0.0, error, ""))
         return
     for index in range(first, len(inputs)):
-        report(_run_one(code, inputs[index], func_name, timeout, cap, index, stdin_fd, official))
+        report(_run_one(code, inputs[index], func_name, timeout, cap, index, fds, official))
 
 
-def _run_one(code, test, func_name, timeout, cap, index, stdin_fd, official=None):
+def _run_one(code, test, func_name, timeout, cap, index, fds, official=None):
     """One test. `official` (a dict, kept across a job's tests) switches to the official grader's semantics:
     the module runs once and one `Solution` serves every test; any SystemExit ends a program normally; the
     result goes back with its exact types (tuples, non-string keys, sets), for the official comparison."""
     test_input = test.get("input", "")
+    stdin_fd, out_fd = fds  # memfds; fds 0 and 1 are made theirs again for every test (a program may close them)
     os.ftruncate(stdin_fd, 0)
     os.pwrite(stdin_fd, test_input.encode(), 0)
-    os.dup2(stdin_fd, 0)  # fd 0 shares stdin_fd's offset, which the streams rewind
-    os.ftruncate(1, 0)
+    os.dup2(stdin_fd, 0)  # fds 0 and 1 share their memfd's offset, which the streams rewind
+    os.dup2(out_fd, 1)
+    os.ftruncate(out_fd, 0)
     sys.stdin, sys.stdout = _fresh_streams()
     # `from sys import *` bound the harness's streams; programs must see this test's.
     name = "tmp_sol" if official is not None else "__main__" if func_name is None else "solution"
@@ -197,10 +199,10 @@ def _run_one(code, test, func_name, timeout, cap, index, stdin_fd, official=None
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
     seconds = time.monotonic() - started
-    size = os.fstat(1).st_size
+    size = os.fstat(out_fd).st_size
     if size > cap:
         status = "output_limit"
-    stdout = os.pread(1, min(size, cap), 0).decode("utf-8", "replace")
+    stdout = os.pread(out_fd, min(size, cap), 0).decode("utf-8", "replace")
     return result_record(index, status, seconds, error, stdout, result)
 
 
