@@ -122,11 +122,10 @@ class _Zygote:
                 data, fds, _, _ = socket.recv_fds(self.sock, 4096, 3)
                 if not data:
                     return None
-                kind, *numbers = data.split()
-                if kind == b"exit":
-                    self._exited(numbers)
+                if data.startswith(b"exit "):
+                    self._exited(data)
                     continue
-                return (int(numbers[0]), *fds)
+                return (int(data.split()[1]), *fds)  # b"pid N"
         except (OSError, ValueError, IndexError):
             return None
 
@@ -140,11 +139,12 @@ class _Zygote:
             data = self.sock.recv(4096)
             if not data:
                 return None
-            self._exited(data.split()[1:])
+            self._exited(data)
         return self.exits[pid]
 
-    def _exited(self, numbers):
-        pid, status = numbers
+    def _exited(self, message):
+        """Record the zygote's b"exit PID STATUS"."""
+        _, pid, status = message.split()
         self.exits[int(pid)] = int(status)
 
     def drain(self):
