@@ -114,6 +114,15 @@ def test_every_test_meets_its_own_input_and_an_empty_output(
     assert [v.output.strip() for v in report.tests] == outputs
 
 
+def test_reports_larger_than_a_pipe_arrive_whole_and_in_order(backend: Sandbox) -> None:
+    """Each 300 KB report fills the report pipe several times over: the job process nudges the supervisor to
+    drain it, test after test."""
+    program = "n = int(input())\nprint(str(n) * 100000)"
+    tests = [TestCase(input=str(n), output=str(n) * 100000) for n in range(100, 106)]
+    report = backend.run(program, tests, Limits(timeout_s=5.0))
+    assert [t.verdict for t in report.tests] == ["pass"] * len(tests)
+
+
 def test_functional_result_is_the_return_value_not_prints(backend: Sandbox) -> None:
     program = "class Solution:\n    def pair(self, a, b):\n        print('debug', a)\n        return (a, b)"
     report = backend.run(

@@ -9,8 +9,10 @@ Job processes come from a zygote: a process forked at start-up, before any job, 
 data; it forks a job process on request and hands its pipes to the supervisor (SCM_RIGHTS). So a job
 process's memory holds its own job and nothing of any earlier one, and the next one is forked and warmed up
 while the worker is idle. The supervisor hands a job's line to that process as it arrives and parses it
-meanwhile. A test that hangs past its bound or kills its job process is reported from how it ended, and a
-fresh job process continues with the next test.
+meanwhile. The job process writes each test's report into a pipe as the test ends (a later test cannot change
+it) and nudges the supervisor only when the job ends or the pipe is full: a wake-up per test, across CPUs, cost
+as much as the test itself. A test that hangs past its bound or kills its job process is reported from how it
+ended, and a fresh job process continues with the next test.
 
 Protocol. Host → harness: `{"program", "func_name", "limits", "inputs": [{"input", "testtype"}], "stream"}`:
 inputs only, expected outputs never enter the sandbox; the host judges. Harness → host: with `stream` (early
@@ -45,6 +47,7 @@ if "job_process" not in globals():  # imported from the package rather than run 
 
 LIMIT_STATUSES = ("time_limit", "memory_limit", "output_limit")
 FORGED = "a malformed report on the harness's channel (the program wrote to it)"
+DRAIN_EVERY_S = 0.05  # unnudged, the report pipe is still read this often
 
 
 class _LineReader:
@@ -65,6 +68,18 @@ class _LineReader:
         chunk = os.read(self.fd, 65536)
         self.buffer += chunk
         return bool(chunk)
+
+    def drain(self):
+        """Read what is there now, up to a bound (a program may write without end); False at end of stream."""
+        while len(self.buffer) <= MAX_REPORT_BYTES:
+            try:
+                chunk = os.read(self.fd, 65536)
+            except BlockingIOError:
+                return True
+            if not chunk:
+                return False
+            self.buffer += chunk
+        return True
 
     def readline(self):
         """The next line, blocking; "" at end of stream."""
@@ -112,14 +127,14 @@ class _Zygote:
             return True  # gone
 
     def spawn(self):
-        """(pid, job pipe, report pipe, stdout memfd) of a new job process; None when the zygote is gone or
-        does not answer within a few seconds (stopped, or wedged)."""
+        """(pid, job pipe, report pipe, stdout memfd, nudge pipe) of a new job process; None when the zygote is
+        gone or does not answer within a few seconds (stopped, or wedged)."""
         if self.stopped():
             return None
         try:
             self.sock.send(b"fork")
             while True:
-                data, fds, _, _ = socket.recv_fds(self.sock, 4096, 3)
+                data, fds, _, _ = socket.recv_fds(self.sock, 4096, 4)
                 if not data:
                     return None
                 if data.startswith(b"exit "):
@@ -187,15 +202,16 @@ def _zygote_main(sock):
                 job_r, job_w = os.pipe()
                 report_r, report_w = os.pipe()
                 out_fd = os.memfd_create("stdout")
+                nudge_r, nudge_w = os.pipe()
                 pid = os.fork()
                 if pid == 0:
                     signal.set_wakeup_fd(-1)
                     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                    for fd in (sock.fileno(), wake_r, wake_w, job_w, report_r):
+                    for fd in (sock.fileno(), wake_r, wake_w, job_w, report_r, nudge_r):
                         os.close(fd)
-                    job_process(job_r, report_w, out_fd, devnull)
-                socket.send_fds(sock, [b"pid %d" % pid], [job_w, report_r, out_fd])
-                for fd in (job_r, job_w, report_r, report_w, out_fd):
+                    job_process(job_r, report_w, out_fd, devnull, nudge_w)
+                socket.send_fds(sock, [b"pid %d" % pid], [job_w, report_r, out_fd, nudge_r])
+                for fd in (job_r, job_w, report_r, report_w, out_fd, nudge_r, nudge_w):
                     os.close(fd)
     except BaseException:  # noqa: BLE001 - never return into the supervisor's loop
         os._exit(70)
@@ -203,8 +219,10 @@ def _zygote_main(sock):
 
 class _JobProcess:
     def __init__(self, spawned):
-        self.pid, self.job_w, report_r, self.out_fd = spawned
+        self.pid, self.job_w, report_r, self.out_fd, self.nudge = spawned
+        os.set_blocking(report_r, False)  # drained when nudged: never a read that waits
         self.report = _LineReader(report_r)
+        self.nudge_closed = False
         self.killed = False
 
     def start(self, data):
@@ -224,8 +242,8 @@ class _JobProcess:
             os.killpg(self.pid, signal.SIGKILL)
         except OSError:
             pass
-        os.close(self.report.fd)
-        os.close(self.out_fd)
+        for fd in (self.report.fd, self.out_fd, self.nudge):
+            os.close(fd)
 
 
 def _stop_requested(channel):
@@ -239,24 +257,36 @@ def _stop_requested(channel):
     return stop
 
 
-def _next_report(report, channel, deadline):
-    """("report", line) | ("stop", None) | ("hung", None) | ("ended", None): the next thing a test did."""
+def _next_report(process, channel, deadline):
+    """("report", line) | ("stop", None) | ("hung", None) | ("ended", None) | ("garbled", None): the next thing a
+    test did. Streaming to the host, the report pipe itself is watched (each result goes on as it comes);
+    otherwise the nudge pipe, and the report pipe is drained when nudged (the job ended, or the pipe is full)
+    and every DRAIN_EVERY_S (a program may have taken the nudge away: closed it, or made the pipe block)."""
+    report = process.report
     while True:
         if channel is not None and _stop_requested(channel):
             return "stop", None
         if report.has_line():
             return "report", report.pop_line()
+        if len(report.buffer) > MAX_REPORT_BYTES:
+            return "garbled", None  # a line no report is this long: the program is flooding the channel
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            return "hung", None
-        watched = [report.fd] + ([channel.reader.fd] if channel is not None else [])
-        ready = select.select(watched, [], [], remaining)[0]
+            still_open = report.drain()  # what came in since the last nudge or drain
+            if not report.has_line():
+                return ("hung" if still_open else "ended"), None
+            continue
+        direct = channel is not None or process.nudge_closed
+        watched = [report.fd if direct else process.nudge] + ([channel.reader.fd] if channel is not None else [])
+        ready = select.select(watched, [], [], remaining if direct else min(remaining, DRAIN_EVERY_S))[0]
         if channel is not None and channel.reader.fd in ready and not channel.reader.fill():
             os._exit(0)  # the host is gone: PID 1 exiting takes every process of the sandbox with it
-        if report.fd in ready and not report.fill() and not report.has_line():
+        if direct and report.fd not in ready:
+            continue
+        if not direct and process.nudge in ready and not os.read(process.nudge, 65536):
+            process.nudge_closed = True  # the job process is gone, or the program closed it
+        if not report.drain() and not report.has_line():
             return "ended", None
-        if not report.has_line() and len(report.buffer) > MAX_REPORT_BYTES:
-            return "garbled", None  # a line no report is this long: the program is flooding the channel
 
 
 class Supervisor:
@@ -293,7 +323,7 @@ class Supervisor:
                 process = self._process()
                 process.start(json.dumps({**job, "first": index}).encode())
             while index < len(inputs):
-                event, line = _next_report(process.report, stream, time.monotonic() + timeout + 1.0)
+                event, line = _next_report(process, stream, time.monotonic() + timeout + 1.0)
                 if event == "stop":
                     stopped = True
                     break

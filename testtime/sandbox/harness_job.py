@@ -22,6 +22,7 @@ import io
 import json
 import os
 import resource
+import select
 import signal
 import sys
 import time
@@ -69,8 +70,9 @@ def prepare_zygote():
     return os.open(os.devnull, os.O_RDWR)
 
 
-def job_process(job_fd, report_fd, out_fd, devnull):
-    """Runs in the forked job process: one JSON line per test on `report_fd`. Never returns."""
+def job_process(job_fd, report_fd, out_fd, devnull, nudge_fd):
+    """Runs in the forked job process: one JSON line per test on `report_fd`, a nudge on `nudge_fd` when the job
+    ends. Never returns."""
     try:
         os.setsid()
         for target in (0, 2):
@@ -80,16 +82,19 @@ def job_process(job_fd, report_fd, out_fd, devnull):
         # socket must be unreachable. (A program can reach these and forge its own results: nothing it could
         # not print anyway.)
         for fd in [int(name) for name in os.listdir("/proc/self/fd")]:
-            if fd > 2 and fd not in (job_fd, report_fd, out_fd):
+            if fd > 2 and fd not in (job_fd, report_fd, out_fd, nudge_fd):
                 try:
                     os.close(fd)
                 except OSError:
                     pass  # the listing's own descriptor, already gone
         new_session_keyring()  # what the program adds to its session keyring dies with this process
+        for fd in (report_fd, nudge_fd):
+            os.set_blocking(fd, False)  # a full pipe is the supervisor's to drain (`_Reports`)
         fds = (os.memfd_create("stdin"), out_fd)
         _warm_up(fds)
         job = json.loads(_read_all(job_fd))
-        _run_job(job, report_fd, fds)
+        _run_job(job, _Reports(report_fd, nudge_fd), fds)
+        _nudge(nudge_fd)  # every report is in the pipe
         os._exit(0)
     except BaseException:  # noqa: BLE001 - never fall back into the harness's own loop
         os._exit(70)
@@ -112,7 +117,34 @@ def _read_all(fd):
     return b"".join(chunks)
 
 
-def _run_job(job, report_fd, fds):
+class _Reports:
+    """Writes each test's report into the report pipe as the test ends, so no later test can change it. The
+    supervisor does not wake per report (a wake-up across CPUs cost a test as much as the test itself): it reads
+    the pipe when nudged, at the job's end or when the pipe is full."""
+
+    def __init__(self, report_fd, nudge_fd):
+        self.report_fd, self.nudge_fd = report_fd, nudge_fd
+
+    def __call__(self, record):
+        data = (json.dumps(record) + "\n").encode()
+        while data:
+            try:
+                data = data[os.write(self.report_fd, data) :]
+            except BlockingIOError:
+                _nudge(self.nudge_fd)
+                select.select([], [self.report_fd], [])
+
+
+def _nudge(nudge_fd):
+    """Wake the supervisor. A full or closed nudge pipe (the program's doing) is no matter: the supervisor then
+    has nudges to read, or reads the report pipe itself."""
+    try:
+        os.write(nudge_fd, b"!")
+    except OSError:
+        pass
+
+
+def _run_job(job, report, fds):
     inputs, first, func_name, limits = job["inputs"], job.get("first", 0), job.get("func_name"), job["limits"]
     timeout = float(limits.get("timeout_s", 6.0))
     memory = limits.get("memory_mb", 1024)
@@ -122,12 +154,6 @@ def _run_job(job, report_fd, fds):
     cpu = int(timeout * (len(inputs) - first + 1)) + 5
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
     resource.setrlimit(resource.RLIMIT_FSIZE, (cap + 1, cap + 1))
-
-    def report(record):
-        data = (json.dumps(record) + "\n").encode()
-        while data:
-            data = data[os.write(report_fd, data) :]
-
     official = {} if job.get("grader") == "official" else None  # the module and its Solution, kept across tests
     program = job["program"]
     if official is not None and func_name is None:

@@ -36,6 +36,11 @@ def _ok(report: ExecutionReport) -> bool:
     return report.passed
 
 
+def _ok_before_the_deadline(report: ExecutionReport) -> bool:
+    """Passed, and not by waiting out the supervisor's deadline (the time limit and a second) first."""
+    return report.passed and report.seconds < 2.0  # the probes' time limit
+
+
 def _verdict(verdict: str) -> Callable[[ExecutionReport], bool]:
     return lambda report: [t.verdict for t in report.tests] == [verdict]
 
@@ -174,6 +179,29 @@ for fd in range(3, 256):
             os.write(fd, chunk)
     except OSError:
         pass
+print("ok")"""
+
+# The report pipe made to block again, then more printed than a pipe holds: the job process's report can no
+# longer nudge the supervisor when the pipe is full (it waits in its write), so the supervisor must drain it
+# unasked.
+BLOCKING_REPORT = """import os
+for fd in range(3, 256):
+    try:
+        os.set_blocking(fd, True)
+    except OSError:
+        pass
+print("ok" + " " * 300000)"""
+# Every pipe it holds but the first (its report pipe) closed: the nudge at the job's end never comes.
+NO_NUDGE = """import os, stat
+pipes = []
+for fd in range(3, 256):
+    try:
+        if stat.S_ISFIFO(os.fstat(fd).st_mode):
+            pipes.append(fd)
+    except OSError:
+        pass
+for fd in pipes[1:]:
+    os.close(fd)
 print("ok")"""
 
 DEEP_TREE = """import os
@@ -365,6 +393,8 @@ PROBES = [
         _verdict("runtime_error"),
         Limits(timeout_s=10.0, memory_mb=512),
     ),
+    Probe("a report pipe made to block is still read", BLOCKING_REPORT, _ok_before_the_deadline),
+    Probe("a closed nudge pipe still gets the job judged", NO_NUDGE, _ok),
     Probe(
         "a 3,000-level tree, symlink loops and 000 folders are wiped",
         "import os\nprint('ok' if not os.listdir('/tmp') else os.listdir('/tmp'))",
