@@ -180,22 +180,16 @@ def _zygote_main(sock):
                 except OSError:
                     pass
         devnull = prepare_zygote()
-        wake_r, wake_w = os.pipe()
-        os.set_blocking(wake_w, False)
-        signal.signal(signal.SIGCHLD, lambda *_: None)
-        signal.set_wakeup_fd(wake_w)
+        # Each job process's end is watched through a pidfd, not a SIGCHLD handler: a job process would have to
+        # undo the handler (signal.signal alone copied 61 pages into it).
+        job_processes = {}  # pidfd: pid
         while True:
-            ready = select.select([sock, wake_r], [], [])[0]
-            if wake_r in ready:
-                os.read(wake_r, 4096)
-                while True:
-                    try:
-                        pid, status = os.waitpid(-1, os.WNOHANG)
-                    except ChildProcessError:
-                        break
-                    if pid == 0:
-                        break
-                    sock.send(b"exit %d %d" % (pid, status))
+            ready = select.select([sock, *job_processes], [], [])[0]
+            for pidfd in ready:
+                if pidfd in job_processes:
+                    pid = job_processes.pop(pidfd)
+                    os.close(pidfd)
+                    sock.send(b"exit %d %d" % (pid, os.waitpid(pid, 0)[1]))
             if sock in ready:
                 if not sock.recv(64):
                     os._exit(0)  # the supervisor is gone
@@ -205,11 +199,10 @@ def _zygote_main(sock):
                 nudge_r, nudge_w = os.pipe()
                 pid = os.fork()
                 if pid == 0:
-                    signal.set_wakeup_fd(-1)
-                    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                    for fd in (sock.fileno(), wake_r, wake_w, job_w, report_r, nudge_r):
+                    for fd in (sock.fileno(), job_w, report_r, nudge_r, *job_processes):
                         os.close(fd)
                     job_process(job_r, report_w, out_fd, devnull, nudge_w)
+                job_processes[os.pidfd_open(pid)] = pid
                 socket.send_fds(sock, [b"pid %d" % pid], [job_w, report_r, out_fd, nudge_r])
                 for fd in (job_r, job_w, report_r, report_w, out_fd, nudge_r, nudge_w):
                     os.close(fd)
