@@ -121,8 +121,11 @@ class _Zygote:
     def stopped(self):
         """Whether a program stopped the zygote (SIGSTOP): then it would never answer again."""
         try:
-            with open(f"/proc/{self.pid}/stat") as stat_file:
-                return stat_file.read().rpartition(")")[2].split()[0] in ("T", "t")
+            fd = os.open(f"/proc/{self.pid}/stat", os.O_RDONLY)
+            try:
+                return os.read(fd, 4096).rpartition(b")")[2].split()[0] in (b"T", b"t")
+            finally:
+                os.close(fd)
         except (OSError, IndexError):
             return True  # gone
 
@@ -379,13 +382,10 @@ class Supervisor:
             if sysv_objects():
                 reasons.append("SysV IPC objects left behind")
             clear_keyrings()
-        if self.zygote.stopped():
-            reasons.append("the zygote was stopped")  # replace the worker now, not after the next job waits
-            return reasons
         self.zygote.drain()
         self.next_process = self.zygote.spawn()  # every job took the one before, tests or none
-        if self.next_process is None:
-            reasons.append("the zygote is gone")
+        if self.next_process is None:  # replace the worker now, not after the next job waits
+            reasons.append("the zygote was stopped, or is gone")
         return reasons
 
     def serve(self):
