@@ -240,7 +240,9 @@ def test_sigterm_under_a_heavy_request_stops_within_the_drain_grace(tmp_path: Pa
         sent = time.monotonic()
         server["process"].send_signal(signal.SIGTERM)
         server["process"].wait(timeout=60)
-        assert time.monotonic() - sent < 1 + 15 + 5
+        # The drain, the watchdog's grace, then the interpreter's exit, which frees what the request left: 4.4 s
+        # on a quiet 2-vCPU VM (2.5 M objects, 1 GB, 2026-12-06), past a 5 s margin under the suite's load.
+        assert time.monotonic() - sent < 1 + 15 + 10
     assert server["returncode"] == 0 or "the stop did not finish within 16 s" in server["stderr"]
 
 
