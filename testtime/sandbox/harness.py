@@ -1,5 +1,6 @@
-"""The in-sandbox test harness's supervisor. Standalone (stdlib only): `harness_job.py`, `harness_clean.py`
-and this file travel into the sandbox as one source (`pool.HARNESS_SOURCE`) and run there.
+"""The in-sandbox test harness's supervisor. Standalone (stdlib only): `harness_clean.py`, `harness_job.py`,
+`harness_throttle.py`, `harness_zygote.py` and this file travel into the sandbox as one source
+(`pool.HARNESS_SOURCE`) and run there.
 
 The supervisor is PID 1 of the sandbox's pid namespace, so programs cannot signal it, and it makes itself
 non-dumpable first, so no program can read its memory or environment through /proc/1. It serves jobs as JSON
@@ -42,8 +43,9 @@ if "job_process" not in globals():  # imported from the package rather than run 
         sysv_objects,
         wipe,
     )
-    from testtime.sandbox.harness_job import job_process, prepare_zygote, result_record
+    from testtime.sandbox.harness_job import result_record
     from testtime.sandbox.harness_throttle import CpuThrottle
+    from testtime.sandbox.harness_zygote import Zygote
 
 LIMIT_STATUSES = ("time_limit", "memory_limit", "output_limit")
 FORGED = "a malformed report on the harness's channel (the program wrote to it)"
@@ -103,114 +105,6 @@ class _Channel:
         data = (text + "\n").encode()
         while data:
             data = data[os.write(self.write_fd, data) :]
-
-
-class _Zygote:
-    """The supervisor's handle on the zygote: job processes on request, and how each one ended."""
-
-    def __init__(self):
-        self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.pid = os.fork()
-        if self.pid == 0:
-            self.sock.close()
-            _zygote_main(theirs)
-        theirs.close()
-        self.sock.settimeout(5.0)  # a zygote that does not answer in that time is as good as gone
-        self.exits = {}
-
-    def stopped(self):
-        """Whether a program stopped the zygote (SIGSTOP): then it would never answer again."""
-        try:
-            fd = os.open(f"/proc/{self.pid}/stat", os.O_RDONLY)
-            try:
-                return os.read(fd, 4096).rpartition(b")")[2].split()[0] in (b"T", b"t")
-            finally:
-                os.close(fd)
-        except (OSError, IndexError):
-            return True  # gone
-
-    def spawn(self):
-        """(pid, job pipe, report pipe, stdout memfd, nudge pipe) of a new job process; None when the zygote is
-        gone or does not answer within a few seconds (stopped, or wedged)."""
-        if self.stopped():
-            return None
-        try:
-            self.sock.send(b"fork")
-            while True:
-                data, fds, _, _ = socket.recv_fds(self.sock, 4096, 4)
-                if not data:
-                    return None
-                if data.startswith(b"exit "):
-                    self._exited(data)
-                    continue
-                return (int(data.split()[1]), *fds)  # b"pid N"
-        except (OSError, ValueError, IndexError):
-            return None
-
-    def exit_status(self, pid, timeout):
-        """How job process `pid` ended (a wait status), or None if the zygote did not say in time."""
-        deadline = time.monotonic() + timeout
-        while pid not in self.exits:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or not select.select([self.sock], [], [], remaining)[0]:
-                return None
-            data = self.sock.recv(4096)
-            if not data:
-                return None
-            self._exited(data)
-        return self.exits[pid]
-
-    def _exited(self, message):
-        """Record the zygote's b"exit PID STATUS"."""
-        _, pid, status = message.split()
-        self.exits[int(pid)] = int(status)
-
-    def drain(self):
-        """Forget the exits nobody asked about (job processes killed at the end of their job)."""
-        while select.select([self.sock], [], [], 0)[0]:
-            if not self.sock.recv(4096):
-                return
-        self.exits.clear()
-
-
-def _zygote_main(sock):
-    """Fork job processes on request; report each one's wait status. Never sees any job data. Never returns."""
-    try:
-        for fd in [int(name) for name in os.listdir("/proc/self/fd")]:
-            if fd > 2 and fd != sock.fileno():
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
-        devnull = prepare_zygote()
-        # Each job process's end is watched through a pidfd, not a SIGCHLD handler: a job process would have to
-        # undo the handler (signal.signal alone copied 61 pages into it).
-        job_processes = {}  # pidfd: pid
-        while True:
-            ready = select.select([sock, *job_processes], [], [])[0]
-            for pidfd in ready:
-                if pidfd in job_processes:
-                    pid = job_processes.pop(pidfd)
-                    os.close(pidfd)
-                    sock.send(b"exit %d %d" % (pid, os.waitpid(pid, 0)[1]))
-            if sock in ready:
-                if not sock.recv(64):
-                    os._exit(0)  # the supervisor is gone
-                job_r, job_w = os.pipe()
-                report_r, report_w = os.pipe()
-                out_fd = os.memfd_create("stdout")
-                nudge_r, nudge_w = os.pipe()
-                pid = os.fork()
-                if pid == 0:
-                    for fd in (sock.fileno(), job_w, report_r, nudge_r, *job_processes):
-                        os.close(fd)
-                    job_process(job_r, report_w, out_fd, devnull, nudge_w)
-                job_processes[os.pidfd_open(pid)] = pid
-                socket.send_fds(sock, [b"pid %d" % pid], [job_w, report_r, out_fd, nudge_r])
-                for fd in (job_r, job_w, report_r, report_w, out_fd, nudge_r, nudge_w):
-                    os.close(fd)
-    except BaseException:  # noqa: BLE001 - never return into the supervisor's loop
-        os._exit(70)
 
 
 class _JobProcess:
@@ -288,7 +182,7 @@ def _next_report(process, channel, deadline):
 class Supervisor:
     def __init__(self, channel, cpus=None):
         self.channel, self.cpus = channel, cpus  # cpus: bound the jobs' CPU here (no cgroup does it)
-        self.zygote = _Zygote()
+        self.zygote = Zygote()
         self.next_process = None
         self.job_groups = []  # the job processes of the last job (each leads its own process group)
 

@@ -28,7 +28,7 @@ from testtime.sandbox.judge import judge
 
 # The cleanup's code (and what reports are accepted), the job process's, then the supervisor's: one source,
 # sent into every worker.
-HARNESS_FILES = ("harness_clean.py", "harness_job.py", "harness_throttle.py", "harness.py")
+HARNESS_FILES = ("harness_clean.py", "harness_job.py", "harness_throttle.py", "harness_zygote.py", "harness.py")
 HARNESS_SOURCE = "\n".join((Path(__file__).parent / name).read_text() for name in HARNESS_FILES)
 READY_TIMEOUT_S = 30.0  # start-up, or a cleanup after a job; far above what either takes
 
