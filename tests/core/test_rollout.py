@@ -247,6 +247,26 @@ def test_a_stop_refusing_one_sample_waits_for_its_siblings_in_flight() -> None:
     assert stopping.ledger.totals.calls == 2  # both calls in flight landed before the stop propagated
 
 
+def test_a_stop_refusing_many_calls_keeps_none_of_them_alive() -> None:
+    """Every refused call raises the one stop reason the engine holds; its traceback must not gather each
+    call's frames (a served request of 200,000 calls kept 600k frames, and all they referenced, after the stop)."""
+    from testtime.core.errors import Interrupted, RunStopped
+
+    stopping = engine(FakeModel(), concurrency=8)
+    stopping.request_stop(Interrupted("interrupted by SIGTERM", 15))
+    with pytest.raises(RunStopped) as raised:
+        asyncio.run(stopping.sample(PROMPT, 2000, SamplingParams(seed=1)))
+    assert stopping.ledger.totals.calls == 0
+    assert stopping.stop is not None and stopping.stop.__traceback__ is None  # the engine's reason holds no frames
+    frames, tb = 0, raised.value.__traceback__
+    while tb is not None:
+        frames, tb = frames + 1, tb.tb_next
+    assert frames < 20  # the raised one, one call's
+    # what was raised is the same stop: class, message and attributes
+    assert isinstance(raised.value, Interrupted) and raised.value.signum == 15
+    assert str(raised.value) == "interrupted by SIGTERM"
+
+
 def test_a_call_cancelled_in_flight_keeps_its_ledger_line(tmp_path: Path) -> None:
     """A second Ctrl-C or a server's stop past its drain cancels calls already sent: each may have been charged,
     so each is a ledger line (an error, tokens unknown), never a call that vanished."""

@@ -48,6 +48,13 @@ class RunStopped(Exception):
     """A run stops before it is done, cleanly: no new call starts, the calls in flight land, finished problems
     are saved, and `--resume` continues."""
 
+    def again(self) -> RunStopped:
+        """The same stop as a new exception (its class, message and attributes; no traceback, no __init__ run):
+        one reason raised by many calls would otherwise carry every raiser's frames on one traceback."""
+        fresh = type(self).__new__(type(self), *self.args)
+        fresh.__dict__.update(self.__dict__)
+        return fresh
+
 
 class BudgetExhausted(RunStopped):
     """A run reached its --max-cost or --max-tokens-total: it stops cleanly and can be resumed with more."""

@@ -344,7 +344,9 @@ class RolloutEngine:
         slot, just before it is sent: calls queued behind the slots never pass on a budget that calls in flight
         are about to spend, so a run overshoots by at most the calls in flight (which still land in the ledger)."""
         if self.stop is not None:
-            raise self.stop
+            # A copy per refused call: raised itself, the reason the engine keeps would gather each call's frames
+            # on its traceback (a served request's 200,000 refused calls kept 2.5 M objects alive after the stop).
+            raise self.stop.again()
         totals = self.ledger.totals
         if self.max_cost_usd is not None and totals.cost_usd >= self.max_cost_usd:
             raise BudgetExhausted("cost", totals.cost_usd, self.max_cost_usd)
