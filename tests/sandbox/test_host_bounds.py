@@ -18,7 +18,7 @@ from testtime.core.records import TestCase
 from testtime.sandbox import Limits, Sandbox
 from testtime.sandbox.bwrap_backend import BwrapSandbox
 from testtime.sandbox.cgroups import create_groups, hierarchy
-from testtime.sandbox.probes import CPU_HOG_CHILDREN, HOST_KERNEL_SETTINGS
+from testtime.sandbox.probe_programs import CPU_HOG_CHILDREN, HOST_KERNEL_SETTINGS
 
 from .conftest import _started
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from testtime.sandbox.probes import DEEP_TREE, FLOOD_REPORT, FORGED_REPORT, GARBAGE_REPORT, STOP_ZYGOTE
+from testtime.sandbox.probe_programs import DEEP_TREE, FLOOD_REPORT, FORGED_REPORT, GARBAGE_REPORT, STOP_ZYGOTE
 
 ATTACKS = [FORGED_REPORT, GARBAGE_REPORT, FLOOD_REPORT, DEEP_TREE, STOP_ZYGOTE]
 

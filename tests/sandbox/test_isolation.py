@@ -70,7 +70,7 @@ def test_a_stopped_zygote_costs_the_next_job_no_wait(solo: Sandbox) -> None:
     would never answer; the harness now notices at its cleanup and the worker is replaced at once."""
     import time
 
-    from testtime.sandbox.probes import STOP_ZYGOTE
+    from testtime.sandbox.probe_programs import STOP_ZYGOTE
 
     solo.run(STOP_ZYGOTE, [TestCase(input="", output=None)])
     started = time.perf_counter()

@@ -15,7 +15,7 @@ from testtime.core.records import TestCase
 from testtime.sandbox import Limits, Sandbox, SandboxError
 from testtime.sandbox.choose import open_sandbox
 from testtime.sandbox.owner import leftovers, owner_state
-from testtime.sandbox.probes import DAEMON
+from testtime.sandbox.probe_programs import DAEMON
 
 # Any sandbox that starts reaps every dead owner's leftovers: beside a parallel test, the killed run these make
 # would be cleaned by a stranger before they look.

@@ -39,6 +39,7 @@ if "job_process" not in globals():  # imported from the package rather than run 
         SCRATCH,
         checked_report,
         clear_keyrings,
+        inherited_settings,
         kill_leftovers,
         sysv_objects,
         wipe,
@@ -182,6 +183,7 @@ def _next_report(process, channel, deadline):
 class Supervisor:
     def __init__(self, channel, cpus=None):
         self.channel, self.cpus = channel, cpus  # cpus: bound the jobs' CPU here (no cgroup does it)
+        self.settings = inherited_settings(os.getpid())  # the zygote's too: it inherits them
         self.zygote = Zygote()
         self.next_process = None
         self.job_groups = []  # the job processes of the last job (each leads its own process group)
@@ -270,6 +272,8 @@ class Supervisor:
         if os.getpid() == 1:
             if kill_leftovers({1, self.zygote.pid}, job_groups):
                 reasons.append("processes left behind")
+            if any(inherited_settings(pid) != self.settings for pid in (1, self.zygote.pid)):
+                reasons.append("a program changed the harness's limits, priority or CPUs")
             for folder in SCRATCH:
                 if not wipe(folder):
                     reasons.append(f"{folder} could not be emptied")

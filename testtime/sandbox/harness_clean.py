@@ -5,7 +5,8 @@ Run only by the supervisor as PID 1 of a sandbox: leftover processes (detached d
 and reaped, the scratch folders are emptied whatever the program made of them (modes of 000, trees thousands
 of levels deep, symlink loops: the wipe is iterative, never follows a link and never builds a long path), the
 kernel keyrings a job could write are cleared, and SysV IPC objects, which outlive their processes, are
-counted so a worker that has any is replaced. Also here: what the supervisor accepts as a job's report.
+counted so a worker that has any is replaced, as is one whose supervisor or zygote a program changed (its
+limits, priority or CPUs). Also here: what the supervisor accepts as a job's report.
 """
 
 import json
@@ -168,17 +169,34 @@ def checked_report(line, index):
     return record
 
 
+def _read_proc(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.read(fd, 8192)
+    finally:
+        os.close(fd)
+
+
+def inherited_settings(pid):
+    """What a process of the job's uid can change for good in another (prlimit, setpriority,
+    sched_setscheduler, sched_setaffinity need no privilege then) and a forked process inherits: the resource
+    limits, nice value, scheduling policy and CPU affinity of `pid`; None once it is gone. Changed in the
+    zygote, they would reach every later job's processes (a hard limit lowered below what a job sets kills each
+    job process); in the supervisor, its own bounds."""
+    try:
+        fields = _read_proc(f"/proc/{pid}/stat").rpartition(b")")[2].split()
+        return _read_proc(f"/proc/{pid}/limits"), fields[16], fields[38], frozenset(os.sched_getaffinity(pid))
+    except (OSError, IndexError):
+        return None
+
+
 def sysv_objects():
     """Whether any SysV shared memory, semaphore or message queue is alive in this IPC namespace (they outlive
     processes). Raw reads: a file object per listing cost the cleanup as much as the check."""
     for kind in ("shm", "sem", "msg"):
         try:
-            fd = os.open(f"/proc/sysvipc/{kind}", os.O_RDONLY)
+            if _read_proc(f"/proc/sysvipc/{kind}").partition(b"\n")[2].strip():  # anything below the header
+                return True
         except OSError:
             continue
-        try:
-            if os.read(fd, 4096).partition(b"\n")[2].strip():  # anything below the header line
-                return True
-        finally:
-            os.close(fd)
     return False

@@ -12,7 +12,7 @@ import pytest
 from testtime.core.records import Problem, TestCase
 from testtime.core.results import TTRLVote
 from testtime.methods.ttrl.vote import VotePolicy, vote
-from testtime.sandbox.probes import HUNT_EXPECTED_OUTPUT
+from testtime.sandbox.probe_programs import HUNT_EXPECTED_OUTPUT
 from testtime.selectors import SelectionContext, build_selector
 
 MATH = Problem(id="m", domain="math", statement="?")
