@@ -102,6 +102,9 @@ def test_buffer_io_works_unlike_the_official_mock(backend: Sandbox) -> None:
         ("import sys\nprint(sys.stdin.detach().readline().decode().strip())", ["a\nb", "c"], ["a", "c"]),  # detached
         ("import os\nprint(input(), flush=True)\nos.close(0)\nos.close(1)", ["p", "q"], ["p", "q"]),  # closed fds
         ("import sys, io\nsys.stdout = io.StringIO()\nprint(input())", ["m", "n"], ["", ""]),  # a replaced stdout
+        ("import sys\nprint(len(sys.stdin.read()))", ["abcdefgh", "ab", ""], ["8", "2", "0"]),  # a shorter input
+        # a test that writes into its stdin (a memfd, writable) leaves nothing in the next test's
+        ("import os, sys\nn = len(sys.stdin.read())\nos.write(0, b'JUNK' * 9)\nprint(n)", ["abc", "a"], ["3", "1"]),
     ],
 )
 def test_every_test_meets_its_own_input_and_an_empty_output(

@@ -189,8 +189,9 @@ def _run_one(code, test, func_name, timeout, cap, index, fds, official=None):
     result goes back with its exact types (tuples, non-string keys, sets), for the official comparison."""
     test_input = test.get("input", "")
     stdin_fd, out_fd = fds  # memfds; fds 0 and 1 are made theirs again for every test (a program may close them)
-    os.ftruncate(stdin_fd, 0)
-    os.pwrite(stdin_fd, test_input.encode(), 0)
+    data = test_input.encode()
+    os.pwrite(stdin_fd, data, 0)  # then cut to its length: a truncation to 0 first freed the page this re-allocated
+    os.ftruncate(stdin_fd, len(data))
     os.dup2(stdin_fd, 0)  # fds 0 and 1 share their memfd's offset, which the streams rewind
     os.dup2(out_fd, 1)
     os.ftruncate(out_fd, 0)
