@@ -20,6 +20,26 @@ def test_isolation_property(solo: Sandbox, probe: Probe) -> None:
     assert held, f"{probe.name} does not hold on {solo.name}: {report.tests}"
 
 
+HELD_DESCRIPTORS = """import os
+kinds = []
+for name in os.listdir("/proc/self/fd"):
+    try:
+        target = os.readlink(f"/proc/self/fd/{name}")
+    except OSError:
+        continue  # the listing's own descriptor
+    if int(name) > 2:
+        kinds.append(target.split(":[")[0].removeprefix("/").removesuffix(" (deleted)"))
+print(sorted(kinds))"""
+
+
+def test_a_job_process_holds_no_descriptor_but_its_own(backend: Sandbox) -> None:
+    """Beyond stdio, a program finds its stdin and stdout memfds and its job process's report and nudge pipes:
+    not the harness's channel to the host, the zygote's socket or pidfds, nor /dev/null; job after job."""
+    own = str(["memfd:stdin", "memfd:stdout", "pipe", "pipe"])
+    for _ in range(3):
+        assert backend.run(HELD_DESCRIPTORS, [TestCase(input="", output=own)] * 2).passed
+
+
 def test_time_verdict_comes_within_the_bound(backend: Sandbox) -> None:
     report = backend.run("while True: pass", [TestCase(input="", output="")] * 2, Limits(timeout_s=1.0))
     assert [t.verdict for t in report.tests] == ["time_limit", "time_limit"]

@@ -90,20 +90,15 @@ def job_process(job_fd, report_fd, out_fd, devnull, nudge_fd):
         for target in (0, 2):
             os.dup2(devnull, target)
         os.dup2(out_fd, 1)  # never the harness's own stdout (with bwrap, the channel to the host)
-        # Keep only stdio and this job's own descriptors: the harness's channel to the host and the zygote's
-        # socket must be unreachable. (A program can reach these and forge its own results: nothing it could
-        # not print anyway.)
-        for fd in [int(name) for name in os.listdir("/proc/self/fd")]:
-            if fd > 2 and fd not in (job_fd, report_fd, out_fd, nudge_fd):
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass  # the listing's own descriptor, already gone
+        # Only stdio and this job's own descriptors are left once /dev/null goes (after the warm-up): the
+        # harness's channel to the host never reached the zygote, which closed its socket and pidfds here. (A
+        # program can reach the report and nudge pipes and forge its own results: nothing it could not print.)
         new_session_keyring()  # what the program adds to its session keyring dies with this process
         for fd in (report_fd, nudge_fd):
             os.set_blocking(fd, False)  # a full pipe is the supervisor's to drain (`_Reports`)
         fds = (os.memfd_create("stdin"), out_fd)
         _warm_up(fds, devnull)
+        os.close(devnull)
         job = json.loads(_read_all(job_fd))
         _run_job(job, _Reports(report_fd, nudge_fd), fds)
         _nudge(nudge_fd)  # every report is in the pipe

@@ -83,15 +83,24 @@ class Zygote:
         self.exits.clear()
 
 
+def _close_strays(keep):
+    """Close every descriptor above stdio but `keep`."""
+    for fd in [int(name) for name in os.listdir("/proc/self/fd")]:
+        if fd > 2 and fd not in keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass  # the listing's own descriptor, already gone
+
+
 def _zygote_main(sock):
-    """Fork job processes on request; report each one's wait status. Never sees any job data. Never returns."""
+    """Fork job processes on request; report each one's wait status. Never sees any job data. Never returns.
+
+    Between forks the zygote holds stdio, its socket, /dev/null and one pidfd per live job process, nothing
+    else (checked after each fork), so a job process closes exactly those it must not keep: a sweep of
+    /proc/self/fd in each job process copied ~36 pages into it."""
     try:
-        for fd in [int(name) for name in os.listdir("/proc/self/fd")]:
-            if fd > 2 and fd != sock.fileno():
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
+        _close_strays({sock.fileno()})
         devnull = prepare_zygote()
         # Each job process's end is watched through a pidfd, not a SIGCHLD handler: a job process would have to
         # undo the handler (signal.signal alone copied 61 pages into it).
@@ -119,5 +128,6 @@ def _zygote_main(sock):
                 socket.send_fds(sock, [b"pid %d" % pid], [job_w, report_r, out_fd, nudge_r])
                 for fd in (job_r, job_w, report_r, report_w, out_fd, nudge_r, nudge_w):
                     os.close(fd)
+                _close_strays({sock.fileno(), devnull, *job_processes})  # what the next fork hands on
     except BaseException:  # noqa: BLE001 - never return into the supervisor's loop
         os._exit(70)
