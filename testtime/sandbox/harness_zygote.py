@@ -97,8 +97,9 @@ def _zygote_main(sock):
     """Fork job processes on request; report each one's wait status. Never sees any job data. Never returns.
 
     Between forks the zygote holds stdio, its socket, /dev/null and one pidfd per live job process, nothing
-    else (checked after each fork), so a job process closes exactly those it must not keep: a sweep of
-    /proc/self/fd in each job process copied ~36 pages into it."""
+    else (it closed the rest at start and closes each fork's other ends), so a job process closes exactly those
+    it must not keep (a test reads what a program holds): a sweep of /proc/self/fd in each job process copied
+    ~11 pages into it, and one in the zygote after each fork ~24 into the zygote."""
     try:
         _close_strays({sock.fileno()})
         devnull = prepare_zygote()
@@ -128,6 +129,5 @@ def _zygote_main(sock):
                 socket.send_fds(sock, [b"pid %d" % pid], [job_w, report_r, out_fd, nudge_r])
                 for fd in (job_r, job_w, report_r, report_w, out_fd, nudge_r, nudge_w):
                     os.close(fd)
-                _close_strays({sock.fileno(), devnull, *job_processes})  # what the next fork hands on
     except BaseException:  # noqa: BLE001 - never return into the supervisor's loop
         os._exit(70)
