@@ -91,7 +91,7 @@ def job_process(job_fd, report_fd, out_fd, devnull, nudge_fd):
             os.dup2(devnull, target)
         os.dup2(out_fd, 1)  # never the harness's own stdout (with bwrap, the channel to the host)
         # Only stdio and this job's own descriptors are left once /dev/null goes (after the warm-up): the
-        # harness's channel to the host never reached the zygote, which closed its socket and pidfds here. (A
+        # harness's channel to the host never reached the zygote, which closed its socket and pidfds in this fork. (A
         # program can reach the report and nudge pipes and forge its own results: nothing it could not print.)
         new_session_keyring()  # what the program adds to its session keyring dies with this process
         for fd in (report_fd, nudge_fd):

@@ -83,16 +83,6 @@ class Zygote:
         self.exits.clear()
 
 
-def _close_strays(keep):
-    """Close every descriptor above stdio but `keep`."""
-    for fd in [int(name) for name in os.listdir("/proc/self/fd")]:
-        if fd > 2 and fd not in keep:
-            try:
-                os.close(fd)
-            except OSError:
-                pass  # the listing's own descriptor, already gone
-
-
 def _zygote_main(sock):
     """Fork job processes on request; report each one's wait status. Never sees any job data. Never returns.
 
@@ -101,7 +91,12 @@ def _zygote_main(sock):
     it must not keep (a test reads what a program holds): a sweep of /proc/self/fd in each job process copied
     ~11 pages into it, and one in the zygote after each fork ~24 into the zygote."""
     try:
-        _close_strays({sock.fileno()})
+        for fd in [int(name) for name in os.listdir("/proc/self/fd")]:
+            if fd > 2 and fd != sock.fileno():
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass  # the listing's own descriptor, already gone
         devnull = prepare_zygote()
         # Each job process's end is watched through a pidfd, not a SIGCHLD handler: a job process would have to
         # undo the handler (signal.signal alone copied 61 pages into it).
