@@ -115,14 +115,20 @@ class RunProgress:
 
     def _line(self, advance: int) -> None:
         assert self.plan is not None
-        now, total = time.monotonic(), max(self.plan.problems, 1)
-        tenth = advance and self.done * 10 // total != (self.done - advance) * 10 // total
-        if not tenth and now - self.last_line < PROGRESS_LINE_S:
+        now, known = time.monotonic(), self.plan.problems
+        if known is None:  # a stream: no tenths of an unknown total; a line at its first answer, then by the clock
+            due = bool(advance) and self.done - advance == self.plan.done
+            count = f"{self.done} answered (a stream)"
+        else:
+            total = max(known, 1)
+            due = bool(advance) and self.done * 10 // total != (self.done - advance) * 10 // total
+            count = f"{self.done}/{known} problems"
+        if not due and now - self.last_line < PROGRESS_LINE_S:
             return
         self.last_line = now
         elapsed = int(now - self.started)
         console.print(
-            f"progress: {self.done}/{self.plan.problems} problems · {self._stats()} · "
+            f"progress: {count} · {self._stats()} · "
             f"{elapsed // 60}:{elapsed % 60:02d} elapsed",
             soft_wrap=True,
             markup=False,
