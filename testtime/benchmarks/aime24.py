@@ -9,7 +9,6 @@ from testtime.benchmarks.math_common import MathBenchmark
 
 @BENCHMARKS.register("aime24", help="AIME 2024 I+II (30 integer answers)")
 class Aime24(MathBenchmark):
-    name = "aime24"
     hub_id = "HuggingFaceH4/aime_2024"
     hub_split = "train"
     hub_fields = ("problem", "answer", "id")

@@ -9,7 +9,6 @@ from testtime.benchmarks.math_common import MathBenchmark
 
 @BENCHMARKS.register("aime25", help="AIME 2025 I+II (30 integer answers)")
 class Aime25(MathBenchmark):
-    name = "aime25"
     hub_id = "yentinglin/aime_2025"
     hub_split = "train"
     hub_fields = ("problem", "answer", "id")

@@ -11,7 +11,6 @@ from testtime.benchmarks.math_common import MathBenchmark
     "amc23", help="AMC 2023, the 40-problem set of Qwen2.5-Math and TTRL (not the 83-problem AIMO set)"
 )
 class Amc23(MathBenchmark):
-    name = "amc23"
     hub_id = "math-ai/amc23"
     hub_split = "test"
     hub_fields = ("question", "answer", "id")

@@ -36,7 +36,6 @@ class ArithOptions(Options):
 
 @BENCHMARKS.register("arith", help="synthetic seeded integer arithmetic; options digits=2 ops=+ size=32 seed=0")
 class Arith(Benchmark):
-    name = "arith"
     domain = "math"
     Options = ArithOptions
     options: ArithOptions

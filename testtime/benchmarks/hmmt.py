@@ -10,7 +10,6 @@ from testtime.benchmarks.math_common import MathBenchmark
 
 @BENCHMARKS.register("hmmt-feb25", help="HMMT February 2025 (30 problems, LaTeX answers; MathArena's set)")
 class HmmtFeb25(MathBenchmark):
-    name = "hmmt-feb25"
     hub_id = "MathArena/hmmt_feb_2025"
     hub_split = "train"
     hub_fields = ("problem", "answer", "problem_idx")

@@ -59,7 +59,6 @@ class LCBOptions(Options):
 
 @BENCHMARKS.register("lcb-v6", help="LiveCodeBench code generation (v6 slice; options release, dates, difficulty)")
 class LiveCodeBench(CodeBenchmark):
-    name = "lcb-v6"
     Options = LCBOptions
     options: LCBOptions
 

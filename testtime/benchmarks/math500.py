@@ -9,7 +9,6 @@ from testtime.benchmarks.math_common import MathBenchmark
 
 @BENCHMARKS.register("math500", help="MATH-500, the PRM800K test split of MATH")
 class Math500(MathBenchmark):
-    name = "math500"
     hub_id = "HuggingFaceH4/MATH-500"
     hub_split = "test"
     hub_fields = ("problem", "answer", "unique_id")

@@ -88,7 +88,6 @@ class PyFuncOptions(Options):
 
 @BENCHMARKS.register("pyfunc", help="synthetic seeded Python function tasks; options level=2 size=32 seed=0")
 class PyFunc(CodeBenchmark):
-    name = "pyfunc"
     Options = PyFuncOptions
     options: PyFuncOptions
 
