@@ -106,3 +106,16 @@ def test_sampling_text_parts_and_roles_are_read() -> None:
     assert request.statement == "What is\n3 + 4?"
     assert request.sampling == {"temperature": 0.3, "max_tokens": 99, "seed": 7}
     assert request.stream and request.include_usage
+
+
+def test_served_methods_are_the_registrys_one_problem_methods() -> None:
+    """Serve lists what is registered, not a prose list: every method that answers one problem at a time
+    (a plugin's too), never one that trains on a set."""
+    from testtime.methods import METHODS, PerProblem
+    from testtime.serve.protocol import served_methods
+
+    served = served_methods()
+    assert {"single", "majority", "trt", "rsa"} <= set(served) and "ttrl" not in served
+    assert all(issubclass(METHODS.get(name), PerProblem) for name in served)  # type: ignore[arg-type]
+    said = refused({"model": f"ttrl/{SERVED}", "messages": [{"role": "user", "content": "hi"}]})
+    assert said.startswith("ttrl trains on a set of problems and is not served; serve offers ")

@@ -34,11 +34,13 @@ def run_help() -> str:
 @run_settings()
 def run_command(
     ctx: typer.Context,
-    method: Annotated[str, Opt(help="single | majority | trt | rsa | ttrl (see `testtime list`)")] = "majority",
+    method: Annotated[
+        str, Opt(help="a registered method (`testtime list` names them)")
+    ] = "majority",
     method_opt: Annotated[list[str] | None, Opt("--method-opt", help="method option KEY=VALUE, repeatable")] = None,
     selector: Annotated[
         str | None,
-        Opt(help="majority | exclusivity | execution | medoid | usc (default: by method and domain; text: medoid)"),
+        Opt(help="a registered selector (`testtime list`; default: by method and domain)"),
     ] = None,
     selector_opt: Annotated[list[str] | None, Opt("--selector-opt", help="selector option KEY=VALUE")] = None,
     out: Annotated[Path | None, Opt(help="run directory (default runs/<time>-<method>-<bench>-<model>)")] = None,

@@ -21,11 +21,10 @@ Opt = typer.Option
 def serve_help() -> str:
     """The served methods' own flags, for the epilog of `serve --help`."""
     from testtime.cli.flags import help_text
-    from testtime.methods import METHODS, load_methods
-    from testtime.serve.protocol import SERVED_METHODS
+    from testtime.methods import METHODS
+    from testtime.serve.protocol import served_methods
 
-    load_methods()
-    owners = {f"--method {name}": METHODS.get(name).Options for name in SERVED_METHODS}  # type: ignore[attr-defined]
+    owners = {f"--method {name}": METHODS.get(name).Options for name in served_methods()}  # type: ignore[attr-defined]
     return help_text(owners, "Method flags (every option also as --method-opt KEY=VALUE; a request may set its own):")
 
 
@@ -36,12 +35,12 @@ NOT_SERVED = ("bench", "limit", "data_dir", "bench_opt")
 @run_settings(exclude=NOT_SERVED, defaults={"concurrency": 64})
 def serve_command(
     ctx: typer.Context,
-    method: Annotated[str, Opt(help="the method a request gets unless it names one: single | majority | trt | rsa")] = (
-        "majority"
-    ),
+    method: Annotated[
+        str, Opt(help="the method a request gets unless it names one (any method that answers one problem at a time)")
+    ] = "majority",
     method_opt: Annotated[list[str] | None, Opt("--method-opt", help="method option KEY=VALUE, repeatable")] = None,
     selector: Annotated[
-        str | None, Opt(help="majority | exclusivity | execution | medoid | usc (default: by method, domain)")
+        str | None, Opt(help="a registered selector (`testtime list`; default: by method and domain)")
     ] = None,
     selector_opt: Annotated[list[str] | None, Opt("--selector-opt", help="selector option KEY=VALUE")] = None,
     host: Annotated[str, Opt(help="address to listen on (0.0.0.0 exposes it to the network)")] = "127.0.0.1",

@@ -20,9 +20,9 @@ from typing import Any, Literal
 
 from testtime.core.answers.domain import auto_domain
 from testtime.core.records import Message
+from testtime.methods import METHODS, PerProblem, load_methods
 from testtime.serve.limits import ServeLimits
 
-SERVED_METHODS = ("single", "majority", "trt", "rsa")
 Domain = Literal["math", "code", "text"]
 DOMAINS: tuple[Domain, ...] = ("math", "code", "text")
 DOMAIN_CHOICES = ("auto", *DOMAINS)  # auto: each request's own words decide (`core/answers/domain.py`)
@@ -32,8 +32,15 @@ PREFIX_FIELDS: dict[str, tuple[str, ...]] = {
     "trt": ("rounds", "rollouts"),
     "rsa": ("population", "steps"),
 }
-_PREFIX = re.compile(r"^(?P<method>[a-z]+)(?:-(?P<numbers>\d+(?:x\d+)*))?$")
+_PREFIX = re.compile(r"^(?P<method>[a-z][a-z0-9_]*(?:-[a-z][a-z0-9_]*)*)(?:-(?P<numbers>\d+(?:x\d+)*))?$")
 _ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+
+
+def served_methods() -> tuple[str, ...]:
+    """The registered methods a request may name: those that answer each problem on its own (`PerProblem`: the
+    built-ins but ttrl, which trains on a set, and any plugin's)."""
+    load_methods()
+    return tuple(name for name in METHODS.names() if issubclass(METHODS.get(name), PerProblem))  # type: ignore[arg-type]
 
 
 class BadRequest(ValueError):
@@ -214,10 +221,11 @@ def _text(content: object, i: int) -> str:
 
 
 def _known_method(name: object) -> str:
-    if name == "ttrl":
-        raise BadRequest("ttrl trains on a set of problems and is not served; serve offers single, majority, trt, rsa")
-    if name not in SERVED_METHODS:
-        raise BadRequest(f"unknown method {name!r}; serve offers {', '.join(SERVED_METHODS)}")
+    served = served_methods()
+    if name in METHODS.names() and name not in served:
+        raise BadRequest(f"{name} trains on a set of problems and is not served; serve offers {', '.join(served)}")
+    if name not in served:
+        raise BadRequest(f"unknown method {name!r}; serve offers {', '.join(served)}")
     return str(name)
 
 
@@ -314,5 +322,5 @@ def text_completion_body(
 
 def models_body(served_model: str) -> dict[str, Any]:
     """The served model, and the same model under each method's prefix with its default options."""
-    names = [served_model, *(f"{m}/{served_model}" for m in SERVED_METHODS)]
+    names = [served_model, *(f"{m}/{served_model}" for m in served_methods())]
     return {"object": "list", "data": [{"id": n, "object": "model", "owned_by": "testtime"} for n in names]}

@@ -20,7 +20,7 @@ from testtime.run.manifest import Effective
 from testtime.run.outcome import write_outcome
 from testtime.run.settings import RunSettings
 from testtime.serve.limits import ServeLimits
-from testtime.serve.protocol import SERVED_METHODS
+from testtime.serve.protocol import served_methods
 from testtime.serve.session import ServedRecord, ServedRun
 
 
@@ -47,8 +47,9 @@ def serve(
     # every request without one draws a fresh seed (requests are independent without the problem in the seed)
     settings = settings.model_copy(update={"seeds": "shared"})
 
-    if settings.method not in SERVED_METHODS:
-        raise UserError(f"--method {settings.method} cannot be served; choose one of {', '.join(SERVED_METHODS)}")
+    if settings.method not in served_methods():
+        served = ", ".join(served_methods())
+        raise UserError(f"--method {settings.method} cannot be served; choose one of {served}")
     check_sandbox_choice(settings)
     method = build_method(settings)  # a bad option fails here, before anything is written
     plan = _plan(method, settings, domain)
