@@ -49,12 +49,14 @@ def test_an_older_trt_run_replays_as_missing_samples_not_as_answers(tmp_path: Pa
     assert candidates and all(c.error and "not in the cache" in c.error and c.answer is None for c in candidates)
 
 
-@pytest.mark.parametrize("name", ["trt-arith-v6", "rsa-arith-v6"])
+@pytest.mark.parametrize("name", ["trt-arith-v6", "rsa-arith-v6", "trt-pyfunc-v6"])
 def test_a_run_made_before_the_call_handle_replays_every_sample(name: str, tmp_path: Path, testtime_cli) -> None:  # type: ignore[no-untyped-def]
-    """TRT (strategies, rollouts, reflections at their step and slot seeds) and RSA (a population, then
-    aggregations at their slots) made at 49d3ad6, before calls went through `ctx.on(problem)`: every call the run
-    paid for has the same cache key now (a moved seed or kind would be a miss, an error candidate), and each
-    round selects what it selected then."""
+    """TRT (strategies, rollouts, reflections at their step and slot seeds; on code, the test inputs at theirs)
+    and RSA (a population, then aggregations at their slots) made at 49d3ad6, before calls went through
+    `ctx.on(problem)`: every call the run paid for has the same cache key now (a moved seed or kind would be a
+    miss, an error candidate), and each round selects what it selected then."""
+    if name.startswith("trt-pyfunc") and shutil.which("bwrap") is None:
+        pytest.skip("the code run replays its selection in the bwrap sandbox it was made in (bubblewrap not here)")
     run = tmp_path / name
     shutil.copytree(FIXTURES / name, run)
     original = {r["problem_id"]: r for r in map(json.loads, (run / "results.jsonl").read_text().splitlines())}
@@ -66,8 +68,11 @@ def test_a_run_made_before_the_call_handle_replays_every_sample(name: str, tmp_p
     for pid, old in original.items():
         new = replayed[pid]
         assert new.prediction == old["prediction"]
-        assert [c.error for r in new.rounds for c in r.candidates] == [None] * sum(len(r.candidates) for r in new.rounds)
+        assert [c.error for r in new.rounds for c in r.candidates] == [None] * sum(
+            len(r.candidates) for r in new.rounds
+        )
         assert [r.selected_answer for r in new.rounds] == [r["selected_answer"] for r in old["rounds"]]
-    paid_then = [(e.problem_id, e.purpose, e.step) for e in read_entries(run / "ledger.jsonl") if not e.cached]
+    calls_then = [e for e in read_entries(run / "ledger.jsonl") if e.kind == "model_call"]
+    paid_then = [(e.problem_id, e.purpose, e.step) for e in calls_then if not e.cached]
     hits_now = [(e.problem_id, e.purpose, e.step) for e in read_entries(replay / "ledger.jsonl") if e.cached]
     assert sorted(hits_now) == sorted(paid_then) and paid_then  # every kind and step found again, none missing
