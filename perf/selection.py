@@ -17,6 +17,7 @@ import random
 import time
 
 from testtime.core.cache import CompletionCache
+from testtime.core.calls import Calls
 from testtime.core.ledger import Ledger
 from testtime.core.records import Candidate, Problem, SamplingParams
 from testtime.core.rollout import RolloutEngine
@@ -75,7 +76,8 @@ def main() -> None:
             )
             candidates = [Candidate(index=k, text="", answer=SIEVE.format(tweak=TWEAKS[k])) for k in range(8)]
             problem = Problem(id=f"p{p}", domain="code", statement="Count primes up to N.")
-            context = SelectionContext(seed=0, engine=engine, params=SamplingParams(), sandbox=timed)  # type: ignore[arg-type]
+            calls = Calls(engine, {"tests": SamplingParams()}, problem.id)
+            context = SelectionContext(seed=0, calls=calls, sandbox=timed)  # type: ignore[arg-type]
             started = time.perf_counter()
             selection = asyncio.run(selector.select(problem, candidates, context))
             walls.append(time.perf_counter() - started)

@@ -12,11 +12,12 @@ from testtime.core.checkpoint import RoundCheckpoints
 from testtime.core.ledger import Ledger
 from testtime.core.records import Message, Problem
 from testtime.core.results import ProblemResult
-from testtime.core.rollout import RetryPolicy, RolloutEngine, declared_calls
-from testtime.methods import MethodContext, PerProblem
-from testtime.methods.plan import ProblemSet, RunBase
+from testtime.core.rollout import RetryPolicy, RolloutEngine
+from testtime.methods import PerProblem
+from testtime.methods.plan import ProblemSet, RunBase, settled
 from testtime.models import resolve_model
 from testtime.models.fake import FakeModel
+from testtime.run.engine import method_calls, method_context
 
 
 def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
@@ -30,16 +31,17 @@ def solve_with(
     """Solve one problem with a scripted model, in memory; returns the result and the ledger."""
     ledger = Ledger()
     plan = method.plan(ProblemSet(problem.domain), RunBase())
-    ctx = MethodContext(
-        engine=RolloutEngine(model, model_name="fake:", cache=CompletionCache(None), ledger=ledger),
-        plan=plan,
-        prompt=lambda p: [Message(role="user", content=p.statement)],
-        checkpoints=checkpoints or RoundCheckpoints(None),
+    ctx = method_context(
+        RolloutEngine(model, model_name="fake:", cache=CompletionCache(None), ledger=ledger),
+        plan,
+        lambda p: [Message(role="user", content=p.statement)],
+        0,
+        checkpoints=checkpoints,
     )
 
     async def solve() -> ProblemResult:
-        with declared_calls(plan.kinds):  # as a run does: a call its plan did not declare fails the test
-            return await method.solve(problem, ctx)
+        with method_calls(ctx):  # as a run does: a call its plan did not declare, or did not set so, fails
+            return await settled(method, plan).solve(problem, ctx)  # as its learner does
 
     return asyncio.run(solve()), ledger
 

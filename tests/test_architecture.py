@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import gc
 import types
 from pathlib import Path
@@ -41,6 +42,21 @@ TOP_MODULES = {
 }
 
 
+@functools.cache
+def _parsed(path: Path) -> tuple[str, tuple[ast.AST, ...]]:
+    """A module's text and every node of its syntax tree, read and parsed once for all the rules below."""
+    text = path.read_text()
+    return text, tuple(ast.walk(ast.parse(text)))
+
+
+def _text(path: Path) -> str:
+    return _parsed(path)[0]
+
+
+def _nodes(path: Path) -> tuple[ast.AST, ...]:
+    return _parsed(path)[1]
+
+
 def test_every_package_has_a_floor() -> None:
     """A new package must be placed in the table above before it can import anything."""
     packages = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
@@ -49,7 +65,7 @@ def test_every_package_has_a_floor() -> None:
 
 def _imported_packages(path: Path) -> set[str]:
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in _nodes(path):
         names = [node.module] if isinstance(node, ast.ImportFrom) and node.module else []
         names += [a.name for a in node.names] if isinstance(node, ast.Import) else []
         for name in names:
@@ -84,7 +100,7 @@ LOADERS = ("testtime.core.results", "testtime.experiments.viewer.data", "testtim
 
 def _imported_modules(path: Path) -> set[str]:
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in _nodes(path):
         if isinstance(node, ast.ImportFrom) and node.module:
             found.add(node.module)
         elif isinstance(node, ast.Import):
@@ -126,9 +142,9 @@ def test_no_reference_is_reachable_from_what_a_method_receives(shared_data: Path
     from testtime.core.cache import CompletionCache
     from testtime.core.ledger import Ledger
     from testtime.core.rollout import RolloutEngine
-    from testtime.methods import MethodContext
     from testtime.models import resolve_model
     from testtime.run.build import build_benchmark, build_method, load_problems, plan_of
+    from testtime.run.engine import method_context
     from testtime.run.settings import RunSettings
     from testtime.sandbox import SandboxError
     from testtime.sandbox.choose import open_sandbox
@@ -148,13 +164,14 @@ def test_no_reference_is_reachable_from_what_a_method_receives(shared_data: Path
     try:
         built = build_method(config)
         model = resolve_model("fake:")
-        ctx = MethodContext(
-            engine=RolloutEngine(model, model_name="fake:", cache=CompletionCache(None), ledger=Ledger()),
-            plan=plan_of(built, config, benchmark.domain, benchmark.name),
-            prompt=benchmark.prompt,
+        ctx = method_context(
+            RolloutEngine(model, model_name="fake:", cache=CompletionCache(None), ledger=Ledger()),
+            plan_of(built, config, benchmark.domain, benchmark.name),
+            benchmark.prompt,
+            0,
             sandbox=sandbox,
         )
-        reachable = _reachable([ctx, problems, built, ctx.selection()])
+        reachable = _reachable([ctx, problems, built, ctx.selection(problems[0])])
         assert any(o is problems[0] for o in reachable)  # the walk really covers what the method gets
         assert [o for o in reachable if isinstance(o, Reference)] == []
     finally:
@@ -178,7 +195,7 @@ def test_nothing_below_the_scorer_opens_graded_results(package: str) -> None:
     """results.jsonl holds each reference once graded (the viewer and the inspect log show it): no method,
     selector or model may read it, by the run floor's reader (the import rule) or by the file's name."""
     for path in (PACKAGE / package).rglob("*.py"):
-        text = path.read_text()
+        text = _text(path)
         assert "results.jsonl" not in text and "read_results" not in text, path
 
 
@@ -208,17 +225,19 @@ def test_the_label_channel_opens_only_for_a_method_that_asks() -> None:
 
 
 def test_only_the_oracle_reward_and_the_runner_touch_the_label_channel() -> None:
-    """The channel's name appears where it is opened (run/), carried (the method context, TTRL's training job,
-    its trainer and reward step) and read (the oracle reward); nowhere else in the package."""
+    """The channel's name appears where it is opened (run/), carried (the method context and the one function
+    that builds it, TTRL's training job, its trainer and reward step) and read (the oracle reward); nowhere else
+    in the package."""
     touching = {
         str(path.relative_to(PACKAGE))
         for path in PACKAGE.rglob("*.py")
-        if "LabelOracle" in path.read_text() or "oracle=" in path.read_text()
+        if "LabelOracle" in _text(path) or "oracle=" in _text(path)
     }
     assert touching == {
         "core/oracle.py",
         "run/build.py",
         "run/execute.py",
+        "run/engine.py",
         "methods/__init__.py",
         "methods/ttrl/jobs.py",
         "methods/ttrl/trl_backend.py",
@@ -231,7 +250,7 @@ def _calls(name: str) -> set[str]:
     """The package's modules that call `name(...)` (a constructor or function), by AST, not by text."""
     found = set()
     for path in PACKAGE.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in _nodes(path):
             if isinstance(node, ast.Call):
                 called = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
                 if called == name:
@@ -259,7 +278,7 @@ def test_ttrl_asks_its_selector_through_the_contract_never_its_type() -> None:
     `Selector.inputs_ahead`, never an `isinstance` on a selector class."""
     checked = []
     for path in (PACKAGE / "methods" / "ttrl").rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in _nodes(path):
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance" and len(node.args) == 2:
                 kinds = node.args[1].elts if isinstance(node.args[1], ast.Tuple) else [node.args[1]]
                 checked += [(path.name, ast.unparse(k)) for k in kinds]
@@ -270,7 +289,7 @@ def _attribute_calls(receiver: str, attribute: str) -> set[str]:
     """The package's modules that call `<receiver>.<attribute>(...)` (any receiver when `receiver` is empty)."""
     found = set()
     for path in PACKAGE.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in _nodes(path):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == attribute:
                 value = node.func.value
                 named = value.id if isinstance(value, ast.Name) else getattr(value, "attr", "")
@@ -302,22 +321,31 @@ def test_a_method_is_entered_one_way_and_told_it_streams_by_its_plan() -> None:
     for path in PACKAGE.rglob("*.py"):
         if path.name == "legacy.py":
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in _nodes(path):
             targets = node.targets if isinstance(node, ast.Assign) else []
             assert not [t for t in targets if isinstance(t, ast.Attribute) and t.attr == "streaming"], path
 
 
 def test_a_plan_is_made_in_one_place_per_kind_of_run_and_carried_by_every_context() -> None:
     """Batch, stream, shard and replay runs plan through `run/build.plan_of` (serve's server too, for its
-    manifest); a served request plans in `serve/session.py`. Every `MethodContext` is built with a plan, in the
-    two modules that enter a learner."""
+    manifest); a served request plans in `serve/session.py`. Every `MethodContext` is built in one function of
+    `run/engine.py`, with a plan, and every kind of run (batch, stream, shard, served) gets its context there."""
     planners = {m for m in _attribute_calls("", "plan") if not m.startswith("methods/")}
     assert planners == {"run/build.py", "serve/session.py"}
-    assert _calls("MethodContext") == {"run/execute.py", "serve/session.py"}
-    for path in (PACKAGE / "run" / "execute.py", PACKAGE / "serve" / "session.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "MethodContext":
-                assert "plan" in {k.arg for k in node.keywords}, path
+    assert _calls("MethodContext") == {"run/engine.py"}
+    assert _calls("method_context") == {"run/execute.py", "serve/session.py"}
+    for node in _nodes(PACKAGE / "run" / "engine.py"):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "MethodContext":
+            assert "plan" in {k.arg for k in node.keywords}
+
+
+def test_only_the_call_handle_asks_the_engine() -> None:
+    """A method's or a selector's model call goes through its problem's handle (`core/calls.py`), which binds the
+    problem, the kind and the plan's sampling: nothing in the package calls the engine's own `sample` (the contract
+    before the handle, kept for old plugins) and only the handle calls `draw`."""
+    assert _attribute_calls("", "draw") == {"core/calls.py", "core/rollout.py"}
+    assert not _attribute_calls("engine", "sample")
+    assert _calls("Calls") == {"methods/__init__.py", "rewards.py"}  # a method's context; a judge outside a run
 
 
 def test_no_module_file_name_is_used_three_times() -> None:
@@ -329,12 +357,25 @@ def test_no_module_file_name_is_used_three_times() -> None:
 
 
 def test_a_seed_slot_is_a_named_constant() -> None:
-    """A multi-step method's seed slot (`ctx.params_for(step, slot, kind)`) is a name, never a bare number: the
-    slots of calls that are not rollouts are constants a reader can find (and a resumed run's cache keys
-    depend on them)."""
+    """A multi-step method's seed slot (`calls.sample(kind, n, step=..., slot=...)`) is a name, never a bare
+    number: the slots of calls that are not rollouts are constants a reader can find (and a resumed run's cache
+    keys depend on them)."""
     slots = []
     for path in (PACKAGE / "methods").rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "params_for" and len(node.args) > 1:
-                slots.append((path.name, node.args[1]))
+        for node in _nodes(path):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", None) in ("sample", "selection"):
+                slots += [(path.name, k.value) for k in node.keywords if k.arg == "slot"]
     assert slots and not [(name, ast.unparse(s)) for name, s in slots if isinstance(s, ast.Constant)]
+
+
+def test_every_seed_is_derived_in_one_place() -> None:
+    """Sample, step-and-slot and per-problem seeds are `core/seeds.py`'s formulas: no method or selector builds
+    a generator from the run's seed and a problem id itself, and no module but `core/seeds.py` holds the
+    formulas' constants."""
+    for path in PACKAGE.rglob("*.py"):
+        text = _text(path)
+        if path.name != "seeds.py":
+            assert "1_000_003" not in text and "* 1009" not in text, path
+    for package in ("methods", "selectors"):
+        for path in (PACKAGE / package).rglob("*.py"):
+            assert "-{problem.id}" not in _text(path), path

@@ -9,7 +9,7 @@ import json
 import textwrap
 from pathlib import Path
 
-import pytest
+from testtime.core.ledger import read_entries
 
 PLUGIN = textwrap.dedent(
     '''
@@ -352,21 +352,30 @@ def test_each_reward_function_has_its_own_name_in_trl() -> None:
     assert names[0] == "testtime_majority" and len(set(names)) == len(names), names
 
 
-def test_the_plugin_pages_plan_says_what_its_method_will_do() -> None:
-    """docs/plugins.md's `Twice`, as written there: its plan declares both kinds of call it makes, and it
-    refuses a stream in one line."""
+def test_the_plugin_pages_plan_says_what_its_method_will_do(tmp_path: Path, testtime_process) -> None:
+    """docs/plugins.md's `critic.py`, as written there: its plan declares both kinds of call it makes (the
+    critique greedy, whatever the run's temperature), it refuses a stream in one line, and a run of it ledgers its
+    critiques with the sampling the manifest records."""
     import re
 
-    from testtime.core.errors import UserError
-    from testtime.methods.plan import ProblemSet, RunBase
-
     page = (Path(__file__).resolve().parents[1] / "docs" / "plugins.md").read_text()
-    source = re.search(r"```python\n(from testtime.api import PerProblem, Plan.*?)```", page, re.S)
+    source = re.search(r'```python title="critic.py"\n(.*?)```', page, re.S)
     assert source, "docs/plugins.md lost its plan example"
-    namespace: dict[str, object] = {}
-    exec(compile(source[1], "plugins.md", "exec"), namespace)
-    twice = type("Twice", (namespace["Twice"],), {"name": "twice", "solve": None, "__abstractmethods__": frozenset()})()
-    plan = twice.plan(ProblemSet("math"), RunBase(temperature=0.2))
-    assert plan.kinds == {"solve", "reflect"} and plan.calls == 2 and plan.sampled("reflect").temperature == 0.2
-    with pytest.raises(UserError, match="not a stream"):
-        twice.plan(ProblemSet("math"), RunBase(), stream=True)
+    plugin = tmp_path / "critic.py"
+    plugin.write_text(source[1])
+    out = tmp_path / "run"
+    done = testtime_process(
+        "run", "--plugin", str(plugin), "--method", "critic", "--bench", "arith", "--limit", "2",
+        "--model", "fake:echo", "--temperature", "0.2", "--out", str(out),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    config = json.loads((out / "config.json").read_text())
+    assert config["effective"]["sampling"]["critique"]["temperature"] == 0.0
+    assert config["effective"]["sampling"]["solve"]["temperature"] == 0.2
+    critiques = [e for e in read_entries(out / "ledger.jsonl") if e.purpose == "critique"]
+    assert sorted(e.problem_id for e in critiques) == ["arith-d2-0", "arith-d2-1"]
+    streamed = testtime_process(
+        "run", "--plugin", str(plugin), "--method", "critic", "--bench", "arith", "--limit", "2", "--stream",
+        "--model", "fake:echo", "--out", str(tmp_path / "stream"),
+    )  # fmt: skip
+    assert streamed.returncode == 2 and streamed.stderr.strip().endswith("critic answers a batch, not a stream")

@@ -23,6 +23,7 @@ from testtime.benchmarks.dataset import grade_answer
 from testtime.core.answers import equivalent, extract_answer
 from testtime.core.answers.freeform import final_reply
 from testtime.core.asyncs import off_loop
+from testtime.core.calls import Calls
 from testtime.core.errors import UserError
 from testtime.core.model import LanguageModel
 from testtime.core.options import Options, flag
@@ -51,6 +52,7 @@ __all__ = [
     "REWARDS",
     "SELECTORS",
     "Benchmark",
+    "Calls",
     "Candidate",
     "CandidateScore",
     "Completion",

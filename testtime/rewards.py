@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from testtime.core.asyncs import off_loop
+from testtime.core.calls import Calls
 from testtime.core.errors import UserError
 from testtime.core.records import Problem, SamplingParams
 from testtime.core.rollout import RolloutEngine
@@ -98,7 +99,9 @@ class GroupReward:
         found = []
         for g, (start, end) in enumerate(groups):
             problem = Problem(id=f"group-{g}", domain=self.domain, statement=keys[start])  # type: ignore[arg-type]
-            ctx = SelectionContext(seed=self.seed, engine=self.judge, params=SamplingParams(temperature=0.0))
+            greedy = {"consistency": SamplingParams(temperature=0.0)}
+            judge = None if self.judge is None else Calls(self.judge, greedy, problem.id)
+            ctx = SelectionContext(seed=self.seed, calls=judge)
             found.append(await vote(problem, texts[start:end], self.selector, ctx, policy, self.rng))
         return found
 

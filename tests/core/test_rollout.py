@@ -12,7 +12,8 @@ from testtime.core.cache import CompletionCache
 from testtime.core.errors import ModelError, TransientModelError
 from testtime.core.ledger import Ledger, read_entries
 from testtime.core.records import Message, SamplingParams
-from testtime.core.rollout import RetryPolicy, RolloutEngine, sample_seed
+from testtime.core.rollout import RetryPolicy, RolloutEngine
+from testtime.core.seeds import sample_seed
 from testtime.models.fake import FakeModel
 
 PROMPT = [Message(role="user", content="What is 2 + 3?")]

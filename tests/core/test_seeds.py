@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from testtime.core.rollout import sample_seed
+from testtime.core.seeds import sample_seed
 from testtime.models.mock_server import MockChatServer
 from testtime.run.migrate import manifest_to_current
 

@@ -20,7 +20,7 @@ from testtime.core.results import ProblemResult
 from testtime.core.rollout import RolloutEngine, declared_calls
 from testtime.methods import METHODS, Method, MethodContext, PerProblem, SelectorChoice, load_methods, make_candidates
 from testtime.methods.legacy import LEGACY_HOOKS
-from testtime.methods.plan import Plan, ProblemSet, RunBase
+from testtime.methods.plan import Plan, ProblemSet, RunBase, settled
 from testtime.models.fake import FakeModel
 from testtime.selectors import SelectionContext
 
@@ -119,13 +119,13 @@ def test_the_declaration_holds_only_inside_the_method_that_made_it() -> None:
         return len(await engine.sample(messages, 1, SamplingParams(), problem_id=kind, purpose=kind))  # type: ignore[arg-type]
 
     async def request(kinds: set[str], kind: str) -> int:  # a served request: a task of its own
-        with declared_calls(kinds):
+        with declared_calls(dict.fromkeys(kinds, SamplingParams())):
             await asyncio.sleep(0)  # the two interleave
             return await call(kind)
 
     async def main() -> None:
         assert await asyncio.gather(request({"solve"}, "solve"), request({"consistency"}, "consistency")) == [1, 1]
-        with declared_calls({"solve"}):
+        with declared_calls({"solve": SamplingParams()}):
             with pytest.raises(PlanError):
                 await call("consistency")
         assert await call("consistency") == 1  # outside any method's run
@@ -174,8 +174,13 @@ def test_an_old_contract_plugin_runs_for_one_release_with_a_warning_per_hook() -
     assert any("`streaming`" in s for s in said)
     plan = old.plan(ProblemSet("math"), RunBase())
     assert isinstance(plan, Plan) and plan.calls == 3 and plan.samples == 3 and plan.kinds == {"solve"}
-    result, ledger = solve_with(old, FakeModel(), PROBLEM)
+    with warnings.catch_warnings(record=True) as solving:
+        warnings.simplefilter("always")
+        result, ledger = solve_with(old, FakeModel(), PROBLEM)
     assert ledger.totals.calls == 3 and result.prediction is not None
+    told = [str(w.message) for w in solving if issubclass(w.category, FutureWarning)]
+    assert [s for s in told if "ctx.engine.sample(...)" in s and "ctx.on(problem).sample('solve', n)" in s]
+    assert [s for s in told if "ctx.selection() without the problem" in s]
 
 
 HAND_BUILT = """
@@ -188,8 +193,7 @@ class HandBuilt(PerProblem):
         return Plan(sampling={"solve": base.sampling()}, samples=2, calls=2)
 
     async def solve(self, problem, ctx):
-        completions = await ctx.engine.sample(ctx.prompt(problem), ctx.plan.samples, ctx.sampled("solve"),
-                                              problem_id=problem.id)
+        completions = await ctx.on(problem).sample("solve", ctx.plan.samples)
         candidates = make_candidates(problem, completions)
         return ProblemResult(problem_id=problem.id, prediction=candidates[0].answer, candidates=candidates)
 """
@@ -212,3 +216,20 @@ def test_a_plan_built_without_plan_of_runs_and_the_manifest_names_its_method(tmp
     assert manifest["method"]["name"] == "hand-built"
     assert manifest["effective"]["n"] == 2 and manifest["effective"]["planned_calls_per_problem"] == 2
     assert len((out / "ledger.jsonl").read_text().splitlines()) == 4
+
+
+def test_planning_never_changes_the_method() -> None:
+    """A plan settles a preset for its problem set without writing it back: TRT's released preset planned for math
+    (64 rounds of 1) and then for code plans code as a fresh method does (8 rounds of 2), and the learner runs with
+    the options its own plan settled."""
+    from testtime.methods.trt.method import TRT
+
+    planned = TRT(preset="released")
+    math = planned.plan(ProblemSet("math"), RunBase())
+    code = planned.plan(ProblemSet("code"), RunBase())
+    fresh = TRT(preset="released").plan(ProblemSet("code"), RunBase())
+    assert (math.rounds, math.calls) == (64, 64)
+    assert (code.rounds, code.calls) == (fresh.rounds, fresh.calls) == (8, 33)
+    assert planned.options.rounds == 8 and planned.options.model_fields_set == {"preset"}
+    assert settled(planned, math).options.rounds == 64 and settled(planned, code).options.rollouts == 2
+    assert settled(planned, planned.plan(ProblemSet("code"), RunBase())).options == code.options

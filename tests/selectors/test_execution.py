@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import pytest
 
 from testtime.core.cache import CompletionCache
+from testtime.core.calls import Calls
 from testtime.core.ledger import Ledger
 from testtime.core.records import Candidate, Message, Problem, SamplingParams, TestCase
 from testtime.core.rollout import RolloutEngine
@@ -52,7 +53,7 @@ def select(
         FakeModel(lambda messages, params: text), model_name="fake:", cache=CompletionCache(None), ledger=ledger
     )
     candidates = [Candidate(index=i, text="", answer=p) for i, p in enumerate(programs)]
-    context = SelectionContext(engine=engine, params=SamplingParams(), sandbox=sandbox)
+    context = SelectionContext(calls=Calls(engine, {"tests": SamplingParams()}, "p"), sandbox=sandbox)
     selector = ExecutionSelector(timeout_s=0.5, **options)
     return asyncio.run(selector.select(problem(*public), candidates, context)), ledger
 
@@ -150,7 +151,7 @@ def test_the_prompt_names_the_input_format() -> None:
 
             return ExecutionReport(backend="none", tests=[])
 
-    context = SelectionContext(engine=engine, params=SamplingParams(), sandbox=NoRun())  # type: ignore[arg-type]
+    context = SelectionContext(calls=Calls(engine, {"tests": SamplingParams()}, "f"), sandbox=NoRun())  # type: ignore[arg-type]
     asyncio.run(ExecutionSelector(test_inputs=3).select(leetcode, candidates, context))
     assert "one JSON value per line" in seen[0] and "`add`" in seen[0] and "3 test inputs" in seen[0]
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from testtime.core.cache import CompletionCache
+from testtime.core.calls import Calls
 from testtime.core.ledger import Ledger, read_entries
 from testtime.core.records import Candidate, Message, Problem, SamplingParams
 from testtime.core.rollout import RolloutEngine
@@ -53,7 +54,7 @@ def run(
         return judge(messages[-1].content) if callable(judge) else judge or ""
 
     engine = RolloutEngine(FakeModel(script), model_name="fake:", cache=CompletionCache(None), ledger=ledger)
-    ctx = SelectionContext(seed=1, engine=engine, params=SamplingParams(), step=3)
+    ctx = SelectionContext(seed=1, calls=Calls(engine, {"consistency": SamplingParams()}, problem.id), step=3)
     selector = build_selector(name, options)
     return asyncio.run(selector.select(problem, candidates(replies), ctx)), ledger, prompts
 
@@ -254,7 +255,11 @@ def test_one_reply_is_its_own_choice_without_a_call_or_a_confidence() -> None:
     engine = RolloutEngine(FakeModel(), model_name="fake:", cache=CompletionCache(None), ledger=ledger)
     one = candidates(["Friday at noon."])
     for name in ("medoid", "usc"):
-        selection = asyncio.run(build_selector(name).select(PROBLEM, one, SelectionContext(engine=engine)))
+        selection = asyncio.run(
+            build_selector(name).select(
+                PROBLEM, one, SelectionContext(calls=Calls(engine, {"consistency": SamplingParams()}, "p"))
+            )
+        )
         assert selection.index == 0 and selection.evidence is not None
         assert selection.evidence.confidence is None  # type: ignore[union-attr]
     assert ledger.totals.calls == 0

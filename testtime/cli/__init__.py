@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from testtime.core.errors import UserError
+from testtime.core.errors import PlanError, UserError
 
 STORAGE_ERRNOS = (errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EIO, errno.EFBIG)
 
@@ -97,6 +97,9 @@ def main(argv: list[str] | None = None) -> Any:
     except UserError as exc:
         typer.secho(f"error: {exc}", fg="red", err=True)
         sys.exit(2)
+    except PlanError as exc:  # the method's bug (a plugin's, mostly): one line, before that call was paid
+        typer.secho(f"error: the method broke its plan: {exc}", fg="red", err=True)
+        sys.exit(1)
     except (OSError, sqlite3.OperationalError) as exc:
         if not storage_failure(exc):
             raise

@@ -16,25 +16,6 @@ from pydantic import BaseModel, ConfigDict
 
 from testtime.core.jsonl import read_records, repair_tail
 
-# What a ledger line was for: the one vocabulary that methods write and the compute accounting reads.
-CallPurpose = Literal[
-    "solve",  # a solver's sample (single, majority, TRT's rollouts, RSA's first population)
-    "strategies",  # TRT round 0: the model writes K strategies
-    "reflect",  # TRT: reflection into knowledge and new strategies
-    "tests",  # the execution selector: the model writes test inputs
-    "aggregate",  # RSA: an aggregation of K candidates
-    "consistency",  # the usc selector: the model picks the most consistent of the replies
-    "selection",  # sandbox seconds of execution-based selection
-    "eval_before",  # TTRL: the base model's evaluation samples
-    "eval_before_greedy",
-    "eval_after",  # TTRL: the trained model's evaluation samples
-    "eval_after_greedy",
-    "ttrl_rollout",  # TTRL: a trained rollout
-    "ttrl_vote",  # TTRL: an extra vote, sampled and never trained on
-    "ttrl_update",  # TTRL: an optimiser step
-    "ttrl_reward",  # TTRL: sandbox seconds of the code reward
-]
-
 
 class LedgerEntry(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -43,7 +24,10 @@ class LedgerEntry(BaseModel):
     time: float = 0.0
     model: str = ""
     problem_id: str = ""
-    purpose: CallPurpose = "solve"
+    # the kind of call it was: an open string a method declares in its plan (solve, reflect, a plugin's own);
+    # the built-in kinds are named beside their methods, and "selection" / "ttrl_update" / "ttrl_reward" mark
+    # sandbox seconds and training steps
+    purpose: str = "solve"
     sample_index: int = 0
     step: int | None = None  # the round (TRT) or aggregation step (RSA) a call belongs to
     cached: bool = False

@@ -8,16 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
-import hashlib
 import math
 import random
 import time
-from collections.abc import Awaitable, Collection, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Literal
+from typing import Any
 
 from testtime.core.cache import CompletionCache, cache_key
 from testtime.core.errors import (
@@ -28,25 +27,59 @@ from testtime.core.errors import (
     RunStopped,
     TransientModelError,
 )
-from testtime.core.ledger import CallPurpose, Ledger, LedgerEntry
+from testtime.core.ledger import Ledger, LedgerEntry
 from testtime.core.model import CALL_PROBLEM, LanguageModel
 from testtime.core.records import Completion, Message, SamplingParams, Usage
 from testtime.core.secrets import environment_secrets, scrub
+from testtime.core.seeds import SeedScheme, sample_seed
 from testtime.core.trace import CALL_ID_LENGTH, Trace
 
-# The kinds of call the method now running declared in its plan (`methods/plan.py`); None outside a method's run.
-_DECLARED: ContextVar[frozenset[str] | None] = ContextVar("declared_calls", default=None)
+
+@dataclass(frozen=True)
+class _Declared:
+    """What the method now running declared in its plan (`methods/plan.py`): kind of call → what it sends."""
+
+    sampling: Mapping[str, SamplingParams]
+    direct: Callable[[str], None] | None  # told of a call made on the engine itself, not through a handle
+
+
+_DECLARED: ContextVar[_Declared | None] = ContextVar("declared_calls", default=None)
+# What a call may differ in from its kind's declared sampling: the seed (a step's and slot's, `core/seeds.py`) and
+# the log-probs the engine asks for itself.
+_DERIVED = frozenset({"seed", "logprobs"})
 
 
 @contextmanager
-def declared_calls(kinds: Collection[str]) -> Iterator[None]:
-    """While a method runs (a run's loop, a served request), every engine refuses a call of another kind: the
-    task that enters here and the tasks and threads it starts see the declaration; others do not."""
-    token = _DECLARED.set(frozenset(kinds))
+def declared_calls(
+    sampling: Mapping[str, SamplingParams], direct: Callable[[str], None] | None = None
+) -> Iterator[None]:
+    """While a method runs (a run's loop, a served request), every engine refuses a call of a kind the plan did
+    not declare, a call tied to no problem, and a call whose sampling is not what the plan records for its kind:
+    the task that enters here and the tasks and threads it starts see the declaration; others do not. `direct`
+    hears of each call made with `RolloutEngine.sample` (the contract before the call handle) instead of a handle."""
+    token = _DECLARED.set(_Declared(dict(sampling), direct))
     try:
         yield
     finally:
         _DECLARED.reset(token)
+
+
+def _refusal(declared: _Declared, params: SamplingParams, problem_id: str, purpose: str) -> str | None:
+    """Why a call may not be sent while a method runs (None: it may), said before anything is paid."""
+    if purpose not in declared.sampling:
+        kinds = ", ".join(sorted(declared.sampling)) or "none"
+        return f"a '{purpose}' call, which the method's plan did not declare (it declares {kinds})"
+    if not problem_id:
+        return f"a '{purpose}' call tied to no problem: ask through ctx.on(problem), which names it on every line"
+    planned = declared.sampling[purpose]
+    differs = [
+        f"{name} {getattr(params, name)!r} (the plan records {getattr(planned, name)!r})"
+        for name in type(params).model_fields
+        if name not in _DERIVED and getattr(params, name) != getattr(planned, name)
+    ]
+    if differs:
+        return f"a '{purpose}' call sending {', '.join(differs)}: take its sampling from the plan, ctx.on(problem)"
+    return None
 
 
 @dataclass(frozen=True)
@@ -82,24 +115,6 @@ def parse_retry_after(value: object) -> float | None:
         seconds = (when - datetime.now(timezone.utc)).total_seconds()
         return max(0.0, seconds) if math.isfinite(seconds) else None
     return seconds if math.isfinite(seconds) and seconds >= 0 else None
-
-
-SeedScheme = Literal["per-problem", "shared"]
-
-
-def sample_seed(
-    base: int | None, sample_index: int, problem_id: str = "", purpose: str = "solve", scheme: SeedScheme = "shared"
-) -> int | None:
-    """A reproducible seed per call (None stays None: the backend's own randomness). `per-problem` derives it
-    from (base, problem id, sample index, kind of call), so no two problems or kinds share a random stream;
-    `shared` from (base, sample index) alone: runs written before seeds were per problem (their cache keys), and
-    served requests, whose client pins `seed` to redraw the same samples whatever the request's id."""
-    if base is None:
-        return None
-    if scheme == "shared":
-        return (base * 1_000_003 + sample_index) % 2**31
-    digest = hashlib.sha256(f"{base}\x00{problem_id}\x00{sample_index}\x00{purpose}".encode()).digest()
-    return int.from_bytes(digest[:4], "big") % 2**31
 
 
 async def gather_landed(*calls: Awaitable[Any]) -> list[Any]:
@@ -207,7 +222,26 @@ class RolloutEngine:
         params: SamplingParams,
         *,
         problem_id: str = "",
-        purpose: CallPurpose = "solve",
+        purpose: str = "solve",
+        step: int | None = None,
+        first: int | None = None,
+    ) -> list[Completion]:
+        """n samples of one call, asked of the engine itself: outside a method (a judge in a user's own trainer,
+        a test), and by methods written before the call handle, which a run tells of each such call (one warning)
+        and holds to the same rules as a handle's. A method asks through `ctx.on(problem)` (`core/calls.py`)."""
+        declared = _DECLARED.get()
+        if declared is not None and declared.direct is not None:
+            declared.direct(purpose)
+        return await self.draw(messages, n, params, problem_id=problem_id, purpose=purpose, step=step, first=first)
+
+    async def draw(
+        self,
+        messages: Sequence[Message],
+        n: int,
+        params: SamplingParams,
+        *,
+        problem_id: str,
+        purpose: str,
         step: int | None = None,
         first: int | None = None,
     ) -> list[Completion]:
@@ -216,9 +250,9 @@ class RolloutEngine:
         `first=0` asks for the first call's samples again. A resumed run makes its calls in the same order, so
         it meets the same indices and its cache answers exactly what was paid for."""
         declared = _DECLARED.get()
-        if declared is not None and purpose not in declared:
-            kinds = ", ".join(sorted(declared)) or "none"
-            raise PlanError(f"a '{purpose}' call, which the method's plan did not declare (it declares {kinds})")
+        refusal = _refusal(declared, params, problem_id, purpose) if declared is not None else None
+        if refusal is not None:
+            raise PlanError(refusal)
         start = self._next_index(messages, params, problem_id, purpose, n) if first is None else first
         units = [self._unit(messages, params, i, problem_id, purpose, step) for i in range(start, start + n)]
         if self.n_per_request and n > 1 and self.model is not None and self.model.takes_n:
@@ -226,7 +260,7 @@ class RolloutEngine:
         return await gather_landed(*(self._one(messages, unit) for unit in units))
 
     def _next_index(
-        self, messages: Sequence[Message], params: SamplingParams, problem_id: str, purpose: CallPurpose, n: int
+        self, messages: Sequence[Message], params: SamplingParams, problem_id: str, purpose: str, n: int
     ) -> int:
         drawn = self._drawn.setdefault(problem_id, {})
         call = f"{purpose}\x00{cache_key(self.model_name, messages, params, 0)}"
@@ -244,7 +278,7 @@ class RolloutEngine:
         params: SamplingParams,
         index: int,
         problem_id: str,
-        purpose: CallPurpose,
+        purpose: str,
         step: int | None,
     ) -> _Unit:
         seed = sample_seed(params.seed, index, problem_id, purpose, self.seeds)

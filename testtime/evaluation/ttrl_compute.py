@@ -15,17 +15,17 @@ from collections.abc import Iterable, Sequence
 from statistics import mean
 from typing import Any
 
-from testtime.core.ledger import CallPurpose, LedgerEntry
+from testtime.core.ledger import LedgerEntry
 from testtime.core.results import ResultRecord
 from testtime.evaluation.metrics import maj_at_k
 from testtime.evaluation.summary import TTRLCompute
 
-TRAINING_CALLS: tuple[CallPurpose, ...] = ("ttrl_rollout", "ttrl_vote")
-ANSWER_CALLS: tuple[CallPurpose, ...] = ("eval_after_greedy",)
-BASE_ANSWER_CALLS: tuple[CallPurpose, ...] = ("eval_before",)
+TRAINING_CALLS: tuple[str, ...] = ("ttrl_rollout", "ttrl_vote")
+ANSWER_CALLS: tuple[str, ...] = ("eval_after_greedy",)
+BASE_ANSWER_CALLS: tuple[str, ...] = ("eval_before",)
 
 
-def _tokens(entries: Iterable[LedgerEntry], purposes: Sequence[CallPurpose]) -> list[int]:
+def _tokens(entries: Iterable[LedgerEntry], purposes: Sequence[str]) -> list[int]:
     return [
         e.prompt_tokens + e.completion_tokens
         for e in entries

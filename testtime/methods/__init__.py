@@ -7,9 +7,9 @@ answers one problem at a time and may learn after each, for every kind of run: b
 Methods that solve each problem on its own subclass `PerProblem` and write `solve` (their learner is
 `NoAdaptation`); TTRL, which trains on the whole set (or on a stream as it goes), writes `learner`. The name is
 the one it is registered under. A method sees `Problem`s and a `MethodContext` holding its plan; neither can
-reach a `Reference` (architecture invariant 1), and methods never import `testtime.benchmarks`. Every call takes
-its sampling from the plan (`ctx.sampled(kind)`), and the engine refuses a kind the plan did not declare, so
-what the manifest records is what was sent.
+reach a `Reference` (architecture invariant 1), and methods never import `testtime.benchmarks`. Every model call
+goes through the problem's handle, `ctx.on(problem).sample(kind, n)` (`core/calls.py`), which sends the plan's
+sampling for that kind and names the problem, so what the manifest records is what was sent.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from pydantic import Field
 
 from testtime.core.answers import extract_answer
 from testtime.core.answers.freeform import final_reply
+from testtime.core.calls import Calls
 from testtime.core.checkpoint import RoundCheckpoints
 from testtime.core.errors import UserError
-from testtime.core.ledger import CallPurpose
 from testtime.core.options import Options, flag
 from testtime.core.oracle import LabelOracle
 from testtime.core.programs import extract_program
@@ -34,8 +34,8 @@ from testtime.core.records import Candidate, Completion, Message, Problem, Sampl
 from testtime.core.registry import Registry
 from testtime.core.results import ProblemResult
 from testtime.core.rollout import RolloutEngine
-from testtime.methods.legacy import LEGACY_HOOKS, legacy_plan, warn_legacy
-from testtime.methods.plan import Plan, ProblemSet, RunBase
+from testtime.methods.legacy import LEGACY_HOOKS, legacy_plan, warn_legacy, warn_selection_without_problem
+from testtime.methods.plan import Plan, ProblemSet, RunBase, settled
 from testtime.sandbox import Sandbox
 from testtime.selectors import DEFAULTS, SelectionContext, Selector, build_selector
 
@@ -57,26 +57,31 @@ class MethodContext:
     workdir: Path | None = None  # the run directory, for methods that write artefacts (TTRL's checkpoints)
     oracle: LabelOracle | None = None  # the labels, opened by the runner only for a plan that uses_labels
 
-    def sampled(self, kind: CallPurpose) -> SamplingParams:
+    def sampled(self, kind: str) -> SamplingParams:
         """What calls of this kind send: the plan's entry (a kind it did not declare is refused)."""
         return self.plan.sampled(kind)
 
-    def params_for(self, step: int, slot: int, kind: CallPurpose = "solve") -> SamplingParams:
-        """Sampling params with a seed of their own for one call of a multi-step method (its step and slot),
-        so no step replays another from the completion cache."""
-        seed = (self.seed * 1_000_003 + step * 1009 + slot) % 2**31
-        return self.sampled(kind).model_copy(update={"seed": seed})
-
-    def selection(self, step: int | None = None, params: SamplingParams | None = None) -> SelectionContext:
-        """What a selector may use here: seed, engine (to write tests), sandbox; never a reference."""
-        return SelectionContext(
+    def on(self, problem: Problem) -> Calls:
+        """The problem's model calls, at the plan's sampling: `await ctx.on(problem).sample(kind, n)`."""
+        return Calls(
+            self.engine,
+            self.plan.sampling,
+            problem.id,
+            prompt=self.prompt(problem),
             seed=self.seed,
-            step=step,
-            engine=self.engine,
-            params=params or self.plan.sampling.get("tests"),
-            sandbox=self.sandbox,
-            sampling=self.plan.sampling,
+            owner=str(self.plan.method.get("name", "the method")),
         )
+
+    def selection(
+        self, problem: Problem | None = None, step: int | None = None, slot: int | None = None
+    ) -> SelectionContext:
+        """What a selector may use on this problem: seed, its calls (to write tests, to judge), sandbox; never a
+        reference. `step` goes on the ledger lines of its calls; `slot` seeds them apart (TRT's test inputs).
+        Without a problem (the contract before the call handle), the selector may ask no model: one warning."""
+        if problem is None:
+            warn_selection_without_problem()
+        calls = self.on(problem) if problem is not None else None
+        return SelectionContext(seed=self.seed, step=step, slot=slot, calls=calls, sandbox=self.sandbox)
 
 
 EXTRACTORS: dict[str, Callable[[str], str | None]] = {
@@ -182,7 +187,7 @@ class PerProblem(Method):
     def learner(self, ctx: MethodContext) -> Learner:
         from testtime.methods.learner import NoAdaptation
 
-        return NoAdaptation(self, ctx)
+        return NoAdaptation(settled(self, ctx.plan), ctx)
 
 
 METHODS: Registry[Method] = Registry(

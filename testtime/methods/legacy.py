@@ -4,11 +4,17 @@ Until the plan (`methods/plan.py`) a method described what it would do in a doze
 `sampling`, `effective_n`, `planned_calls`...). A plugin that still defines them keeps working: `legacy_plan`
 asks them for its `Plan`, and each one it defines is one warning line naming what replaces it. The release after
 this one drops this module and its two callers in `methods/__init__.py`.
+
+A method that calls `ctx.engine.sample(messages, n, params, problem_id=..., purpose=...)` itself, as the contract
+before the call handle taught, also keeps running: one warning naming `ctx.on(problem).sample(kind, n)`, and the
+engine holds its calls to the same rules as a handle's (a declared kind, a problem, the plan's sampling), so such
+a call that would make the manifest untrue is refused before it is paid (`core/rollout.py`).
 """
 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +48,36 @@ def warn_legacy(cls: type, hook: str) -> None:
     warnings.warn(
         f"method {cls.__name__}: `{hook}` is from the contract before the plan; use {LEGACY_HOOKS[hook]} "
         "(read for one more release)",
+        FutureWarning,
+        stacklevel=3,
+    )
+
+
+_WARNED_DIRECT: set[str] = set()  # methods told once in this process that they call the engine themselves
+
+
+def direct_call_warning(method: str) -> Callable[[str], None]:
+    """What a run calls when its method asks the engine itself for a call of `kind` (not through a handle)."""
+
+    def warn(kind: str) -> None:
+        if method in _WARNED_DIRECT:
+            return
+        _WARNED_DIRECT.add(method)
+        warnings.warn(
+            f"method {method or '(unnamed)'}: ctx.engine.sample(...) is from the contract before the call handle; "
+            f"use ctx.on(problem).sample({kind!r}, n), which takes the plan's sampling and names the problem "
+            "(read for one more release)",
+            FutureWarning,
+            stacklevel=3,
+        )
+
+    return warn
+
+
+def warn_selection_without_problem() -> None:
+    warnings.warn(
+        "ctx.selection() without the problem is from the contract before the call handle: its selector can ask "
+        "no model (no test inputs, no judgement); use ctx.selection(problem) (read for one more release)",
         FutureWarning,
         stacklevel=3,
     )

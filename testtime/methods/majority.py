@@ -26,15 +26,17 @@ class Majority(PerProblem):
         return Plan.of(self, {"solve": params}, params, stream=stream, selector=selector, samples=n, calls=calls)
 
     async def solve(self, problem: Problem, ctx: MethodContext) -> ProblemResult:
-        return await vote(problem, ctx, ctx.engine)
+        return await vote(problem, ctx)
 
 
-async def vote(problem: Problem, ctx: MethodContext, engine: RolloutEngine) -> ProblemResult:
-    """The plan's samples of `engine` at its `solve` sampling, then its selector's choice among them (online TTRL
-    answers a stream's arrivals this way with its current weights: the same rule as this method)."""
+async def vote(problem: Problem, ctx: MethodContext, engine: RolloutEngine | None = None) -> ProblemResult:
+    """The plan's samples of the problem's `solve` calls (through `engine` where given: online TTRL answers a
+    stream's arrivals this way with its current weights, the same rule as this method), then its selector's
+    choice among them."""
     selector, n = ctx.plan.selector, ctx.plan.samples
     assert selector is not None and n is not None, "a vote's plan names its selector and samples"
-    completions = await engine.sample(ctx.prompt(problem), n, ctx.sampled("solve"), problem_id=problem.id)
+    calls = ctx.on(problem) if engine is None else ctx.on(problem).with_engine(engine)
+    completions = await calls.sample("solve", n)
     candidates = make_candidates(problem, completions)
-    selection = await selector.select(problem, candidates, ctx.selection())
+    selection = await selector.select(problem, candidates, ctx.selection(problem))
     return ProblemResult(problem_id=problem.id, prediction=selection.answer, candidates=candidates, selection=selection)

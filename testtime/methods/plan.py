@@ -11,12 +11,13 @@ cannot drift from what `solve` does.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from testtime.core.errors import PlanError
-from testtime.core.ledger import CallPurpose
+from testtime.core.options import Options
 from testtime.core.records import SamplingParams
 from testtime.selectors import Selector
 
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from testtime.methods import Method
 
 Domain = Literal["math", "code", "text"]
+M = TypeVar("M", bound="Method")
 GENERIC_FLAGS = ("n", "temperature", "top_p", "max_tokens")  # the run's flags a method may read or leave alone
 
 
@@ -63,7 +65,7 @@ class RunBase:
 class Plan:
     """What a method will do on one problem set (or one served request)."""
 
-    sampling: Mapping[CallPurpose, SamplingParams]  # kind of call → what those calls send; no other kind is made
+    sampling: Mapping[str, SamplingParams]  # kind of call → what those calls send; no other kind is made
     samples: int | None = None  # samples per problem an answer is drawn from, when a fixed number (else None)
     calls: int | None = None  # model calls one problem costs by construction (None: not known ahead)
     rounds: int | None = None  # rounds (TRT) or steps (RSA) per problem, for progress; None: single-shot
@@ -72,12 +74,13 @@ class Plan:
     stream: bool = False  # answered in arrival order (`--stream`)
     method: Mapping[str, Any] = field(default_factory=dict)  # the manifest's `method`: name, options, selector
     ignores: Mapping[str, str] = field(default_factory=dict)  # generic flag it leaves alone → what to use instead
+    options: Options | None = None  # the options it settled for these problems (presets); None: as constructed
 
     @property
     def kinds(self) -> frozenset[str]:
         return frozenset(self.sampling)
 
-    def sampled(self, kind: CallPurpose) -> SamplingParams:
+    def sampled(self, kind: str) -> SamplingParams:
         """What calls of this kind send; a kind the plan did not declare is the method's bug, said plainly."""
         if kind not in self.sampling:
             declared = ", ".join(sorted(self.sampling)) or "none"
@@ -90,7 +93,7 @@ class Plan:
     def of(
         cls,
         method: Method,
-        sampling: Mapping[CallPurpose, SamplingParams],
+        sampling: Mapping[str, SamplingParams],
         base: SamplingParams,
         *,
         stream: bool = False,
@@ -100,12 +103,14 @@ class Plan:
         rounds: int | None = None,
         uses_labels: bool = False,
         ignores: Mapping[str, str] | None = None,
+        options: Options | None = None,
         **described: Any,
     ) -> Plan:
         """A method's plan from what it settled: the selector's kinds of call join `sampling` at `base` (the run's
-        sampling) unless `sampling` sets them; the record of the method is its name, its options, `described`
-        (its extras) and the selector."""
-        record = {"name": method.name, **method.options.model_dump(), **described}
+        sampling) unless `sampling` sets them; `options`: the method's options as settled for these problems (a
+        preset applied), which its learner then runs with; the record of the method is its name, those options,
+        `described` (its extras) and the selector."""
+        record = {"name": method.name, **(options or method.options).model_dump(), **described}
         if selector is not None:
             record["selector"] = selector.describe()
         kinds = selector.call_kinds() if selector is not None else ()
@@ -119,7 +124,18 @@ class Plan:
             stream=stream,
             method=record,
             ignores=dict(ignores or {}),
+            options=options,
         )
+
+
+def settled(method: M, plan: Plan) -> M:
+    """The method with the options its plan settled (a preset applied for the problem set), for its learner:
+    planning never changes the method, so a second plan (another problem set) starts from what was given."""
+    if plan.options is None or plan.options is method.options:
+        return method
+    bound = copy.copy(method)
+    bound.options = plan.options
+    return bound
 
 
 def completed(method: Method, plan: Plan) -> Plan:

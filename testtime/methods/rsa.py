@@ -10,8 +10,6 @@ for code).
 
 from __future__ import annotations
 
-import random
-
 from pydantic import model_validator
 
 from testtime.core.options import flag
@@ -76,9 +74,7 @@ class RSA(PerProblem):
         n = self.options.population
         saved = ctx.checkpoints.last(problem.id)
         if saved is None:
-            completions = await ctx.engine.sample(
-                ctx.prompt(problem), n, ctx.sampled("solve"), problem_id=problem.id, purpose="solve", step=1
-            )
+            completions = await ctx.on(problem).sample("solve", n, step=1)
             population = make_candidates(problem, completions)
             await self._checkpoint(problem, ctx, 1, population)
         else:
@@ -88,7 +84,7 @@ class RSA(PerProblem):
             await self._checkpoint(problem, ctx, step, population)
         selector = ctx.plan.selector
         assert selector is not None, "rsa's plan names its selector"
-        selection = await selector.select(problem, population, ctx.selection(step=self.options.steps))
+        selection = await selector.select(problem, population, ctx.selection(problem, step=self.options.steps))
         rounds = tuple(RoundRecord.model_validate(e["record"]) for e in ctx.checkpoints.rounds(problem.id))
         return ProblemResult(
             problem_id=problem.id,
@@ -101,8 +97,8 @@ class RSA(PerProblem):
     async def _aggregate(
         self, problem: Problem, ctx: MethodContext, step: int, population: list[Candidate]
     ) -> list[Candidate]:
-        rng = random.Random(f"{ctx.seed}-{problem.id}-{step}")
-        base = ctx.prompt(problem)
+        calls = ctx.on(problem)
+        rng, base = calls.rng(step), calls.prompt
         requests = []
         for slot in range(self.options.population):
             picked = rng.sample(population, self.options.aggregate)
@@ -112,16 +108,7 @@ class RSA(PerProblem):
             )
             section = AGGREGATE.format(candidates=shown, ending=ENDINGS[problem.domain])
             messages = [*base[:-1], Message(role=base[-1].role, content=f"{base[-1].content}\n\n{section}")]
-            requests.append(
-                ctx.engine.sample(
-                    messages,
-                    1,
-                    ctx.params_for(step, slot, "aggregate"),
-                    problem_id=problem.id,
-                    purpose="aggregate",
-                    step=step,
-                )
-            )
+            requests.append(calls.sample("aggregate", 1, messages, step=step, slot=slot))
         completions = [r[0] for r in await gather_landed(*requests)]
         return [
             c.model_copy(update={"index": (step - 1) * self.options.population + i})
@@ -132,7 +119,7 @@ class RSA(PerProblem):
         # Per step, a label-free pick for the audit's curve: the vote on math (cheap); code picks only at the end.
         selected = None
         if problem.domain == "math" and ctx.plan.selector is not None:
-            selected = (await ctx.plan.selector.select(problem, population, ctx.selection())).answer
+            selected = (await ctx.plan.selector.select(problem, population, ctx.selection(problem))).answer
         record = RoundRecord(
             round=step,
             selected_answer=selected,

@@ -16,6 +16,6 @@ class Single(PerProblem):
         return Plan.of(self, {"solve": params}, params, stream=stream, samples=1, calls=1, ignores={"n": hint})
 
     async def solve(self, problem: Problem, ctx: MethodContext) -> ProblemResult:
-        completions = await ctx.engine.sample(ctx.prompt(problem), 1, ctx.sampled("solve"), problem_id=problem.id)
+        completions = await ctx.on(problem).sample("solve", 1)
         candidates = make_candidates(problem, completions)
         return ProblemResult(problem_id=problem.id, prediction=candidates[0].answer, candidates=candidates)

@@ -20,7 +20,7 @@ from testtime.core.errors import UserError
 from testtime.core.extras import require
 from testtime.core.model import LanguageModel
 from testtime.core.records import Completion, Message, SamplingParams, TokenStats, Usage
-from testtime.core.rollout import sample_seed
+from testtime.core.seeds import sample_seed
 from testtime.models import MODELS
 from testtime.models.batching import BatchRow, MicroBatcher
 from testtime.models.confidence import completion_stats

@@ -1,18 +1,30 @@
-"""The one place a run's `RolloutEngine` is built, for every kind of run (batch, stream, served, a shard, a
-replay): the model behind the run directory's ledger, cache and trace, with the run's retries, budgets,
-concurrency, log-probs and seed scheme. Methods get it through their context and never build one; TTRL's trained
-weights take its place through `RolloutEngine.with_model`."""
+"""The one place a run's `RolloutEngine` and its method's `MethodContext` are built, for every kind of run
+(batch, stream, served, a shard, a replay): the model behind the run directory's ledger, cache and trace, with the
+run's retries, budgets, concurrency, log-probs and seed scheme; the context that hands it to the method with the
+plan; and `method_calls`, inside which the engine holds every call to that plan. Methods never build either; they
+call through `ctx.on(problem)`, and TTRL's trained weights take the engine's place through
+`RolloutEngine.with_model`."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from testtime.core.cache import CompletionCache
+from testtime.core.checkpoint import RoundCheckpoints
 from testtime.core.ledger import Ledger
-from testtime.core.rollout import RetryPolicy, RolloutEngine
+from testtime.core.oracle import LabelOracle
+from testtime.core.records import Message, Problem
+from testtime.core.rollout import RetryPolicy, RolloutEngine, declared_calls
 from testtime.core.trace import Trace
+from testtime.methods import MethodContext
+from testtime.methods.legacy import direct_call_warning
+from testtime.methods.plan import Plan
 from testtime.run.directory import RunDir
 from testtime.run.settings import RunSettings
+from testtime.sandbox import Sandbox
 
 
 def open_engine(settings: RunSettings, model: Any, directory: RunDir, cache_of: RunDir | None = None) -> RolloutEngine:
@@ -31,3 +43,36 @@ def open_engine(settings: RunSettings, model: Any, directory: RunDir, cache_of: 
         n_per_request=settings.n_per_request,
         seeds=settings.seeds,
     )
+
+
+def method_context(
+    engine: RolloutEngine,
+    plan: Plan,
+    prompt: Callable[[Problem], list[Message]],
+    seed: int,
+    *,
+    sandbox: Sandbox | None = None,
+    checkpoints: RoundCheckpoints | None = None,
+    workdir: Path | None = None,
+    oracle: LabelOracle | None = None,
+) -> MethodContext:
+    """What a method receives, for a batch, stream or shard (`execute.py`) or one served request (`serve/`)."""
+    return MethodContext(
+        engine=engine,
+        plan=plan,
+        prompt=prompt,
+        seed=seed,
+        sandbox=sandbox,
+        checkpoints=checkpoints or RoundCheckpoints(None),
+        workdir=workdir,
+        oracle=oracle,
+    )
+
+
+@contextmanager
+def method_calls(ctx: MethodContext) -> Iterator[None]:
+    """While the method answers: every engine refuses a call its plan did not declare, a call tied to no problem
+    and sampling the plan does not record; a call made on the engine itself (the contract before the handle) is
+    one warning (`methods/legacy.py`)."""
+    with declared_calls(ctx.plan.sampling, direct_call_warning(str(ctx.plan.method.get("name", "")))):
+        yield

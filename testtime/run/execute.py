@@ -18,14 +18,14 @@ from dataclasses import replace
 from testtime.core.checkpoint import RoundCheckpoints
 from testtime.core.errors import BudgetExhausted, Interrupted, RunStopped
 from testtime.core.results import Grading, ProblemResult, ResultRecord
-from testtime.core.rollout import RolloutEngine, declared_calls
+from testtime.core.rollout import RolloutEngine
 from testtime.evaluation.caveats import plan_warnings
 from testtime.evaluation.scoring import score
 from testtime.evaluation.summary import RunSummary
 from testtime.methods import MethodContext, PerProblem
 from testtime.methods.learner import Learner
 from testtime.run.build import label_oracle
-from testtime.run.engine import open_engine
+from testtime.run.engine import method_calls, method_context, open_engine
 from testtime.run.lifecycle import OpenRun
 from testtime.run.loop import Arrival, ProblemList, Session, Source, unlabelled_of
 from testtime.run.observer import ProgressPlan, QuietObserver, RunObserver
@@ -82,13 +82,13 @@ def execute(run: OpenRun, observer: RunObserver | None = None, retry_errors: boo
     plan = parts.plan
     if effective is not None:  # a resumed run sends what its manifest recorded
         plan = replace(plan, sampling={**plan.sampling, **effective.sampling}, samples=effective.n)
-    ctx = MethodContext(
-        checkpoints=checkpoints,
-        engine=engine,
-        plan=plan,
-        prompt=parts.benchmark.prompt,
-        seed=settings.seed,
+    ctx = method_context(
+        engine,
+        plan,
+        parts.benchmark.prompt,
+        settings.seed,
         sandbox=parts.sandbox,
+        checkpoints=checkpoints,
         workdir=directory.path,
         oracle=label_oracle(parts),
     )
@@ -193,7 +193,7 @@ async def _drive(
     refresher = asyncio.create_task(refresh())
     undo = _stop_on_signals(ctx.engine)
     try:
-        with declared_calls(ctx.plan.kinds):
+        with method_calls(ctx):
             await session.drive(source, learner, ctx.problem_concurrency, observer.note)
     except asyncio.CancelledError:
         stop = ctx.engine.stop

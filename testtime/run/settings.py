@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from testtime.core.errors import UserError
-from testtime.core.rollout import SeedScheme
+from testtime.core.seeds import SeedScheme
 from testtime.methods.plan import RunBase
 
 _VERSIONED = ("testtime", "pydantic", "torch", "transformers", "litellm", "vllm", "trl", "verl", "math-verify", "sympy")

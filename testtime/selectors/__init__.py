@@ -1,8 +1,8 @@
 """Label-free selectors, registered by name: they pick one candidate and say why.
 
 Contract: `await selector.select(problem, candidates, ctx) -> Selection`, with `ctx` a `SelectionContext`
-holding what a selector may use besides the candidates (a seed, the rollout engine to ask the model for
-tests, a sandbox, earlier rounds) — never a reference. Every selector puts each candidate in a class (or
+holding what a selector may use besides the candidates (a seed, the problem's calls to ask the model for
+tests or a judgement, a sandbox, earlier rounds) — never a reference. Every selector puts each candidate in a class (or
 marks it abstained) and names the selected class, so a method can read a candidate's agreement with the
 choice off the Selection (TTRL's reward). Options are a pydantic model per selector, validated with
 one-line errors; `build_selector(name, options)` is how methods get one, so `--selector` and
@@ -17,11 +17,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from testtime.core.ledger import CallPurpose
+from testtime.core.calls import Calls
 from testtime.core.options import Options
-from testtime.core.records import Candidate, Problem, SamplingParams
+from testtime.core.records import Candidate, Completion, Message, Problem
 from testtime.core.registry import Registry
-from testtime.core.rollout import RolloutEngine
 from testtime.core.selection import Selection
 from testtime.sandbox import Sandbox
 
@@ -39,14 +38,21 @@ class SelectionHistory:
 @dataclass(frozen=True)
 class SelectionContext:
     seed: int = 0
-    step: int | None = None  # the round or step the selection belongs to (ledger lines carry it)
-    engine: RolloutEngine | None = None  # to ask the model (the execution selector's test inputs)
-    params: SamplingParams | None = None
+    step: int | None = None  # the round or step the selection belongs to (its calls' ledger lines carry it)
+    slot: int | None = None  # seeds its calls apart from the step's other calls (TRT's test inputs)
+    calls: Calls | None = None  # the problem's model calls (the execution selector's test inputs, usc's judge)
     sandbox: Sandbox | None = None
     history: SelectionHistory | None = None
     rng: random.Random | None = None  # a caller's own generator (TTRL's reward keeps one across steps)
     inputs: Sequence[str] | None = None  # execution: test inputs written beforehand, instead of asking now
-    sampling: Mapping[str, SamplingParams] = field(default_factory=dict)  # the method's plan, kind → params
+
+    async def ask(self, kind: str, messages: Sequence[Message]) -> Completion | None:
+        """One sample of a `kind` call on the selection's step and slot; None where no model may be asked
+        (no calls, or a plan that did not declare the kind)."""
+        if self.calls is None or not self.calls.declares(kind):
+            return None
+        [completion] = await self.calls.sample(kind, 1, messages, step=self.step, slot=self.slot)
+        return completion
 
 
 class Selector(ABC):
@@ -67,7 +73,7 @@ class Selector(ABC):
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, **self.options.model_dump()}
 
-    def call_kinds(self) -> tuple[CallPurpose, ...]:
+    def call_kinds(self) -> tuple[str, ...]:
         """The kinds of model call selecting makes (execution: its test inputs; usc: its judgement)."""
         return ()
 

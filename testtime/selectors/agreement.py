@@ -16,7 +16,7 @@ import random
 import re
 from collections.abc import Sequence
 
-from testtime.core.records import Completion, Message, Problem, SamplingParams
+from testtime.core.records import Completion, Message, Problem
 from testtime.selectors import SelectionContext
 
 REPLY_CHARS = 20_000  # each reply shown to the judge: its last characters (a reply's conclusion is at its end)
@@ -83,17 +83,10 @@ def read_groups(text: str, labels: Sequence[int]) -> list[int] | None:
 
 
 async def ask_judge(problem: Problem, prompt: str, ctx: SelectionContext) -> Completion:
-    """One judgement of the replies (purpose `consistency`, at the selector's sampling), through the run's engine."""
-    if ctx.engine is None:
-        raise RuntimeError("a judgement needs the run's engine")
-    [judged] = await ctx.engine.sample(
-        [Message(role="user", content=prompt)],
-        1,
-        ctx.sampling.get("consistency") or ctx.params or SamplingParams(),
-        problem_id=problem.id,
-        purpose="consistency",
-        step=ctx.step,
-    )
+    """One judgement of the replies (a `consistency` call, at the plan's sampling), through the problem's calls."""
+    judged = await ctx.ask("consistency", [Message(role="user", content=prompt)])
+    if judged is None:
+        raise RuntimeError(f"a judgement of {problem.id} needs the problem's calls, with 'consistency' declared")
     return judged
 
 
@@ -101,7 +94,7 @@ async def judged_classes(
     problem: Problem, texts: Sequence[str], ctx: SelectionContext, excerpt: int | None = None
 ) -> tuple[list[int] | None, str]:
     """The model's classes for `texts` (one call), or None with why (no model, a failed call, no group read)."""
-    if ctx.engine is None:
+    if ctx.calls is None:
         return None, "no model to judge agreement"
     labels = response_labels(problem.statement, texts)
     prompt, _ = judge_prompt(GROUP_PROMPT, problem.statement, texts, labels, excerpt)

@@ -25,7 +25,7 @@ from typing import Any
 
 from pydantic import Field
 
-from testtime.core.ledger import CallPurpose, LedgerEntry
+from testtime.core.ledger import LedgerEntry
 from testtime.core.options import Options, flag
 from testtime.core.records import Candidate, Message, Problem, TestCase
 from testtime.core.selection import (
@@ -83,7 +83,7 @@ class ExecutionSelector(Selector):
     def limits(self) -> Limits:
         return Limits(timeout_s=self.options.timeout_s, early_exit=False)
 
-    def call_kinds(self) -> tuple[CallPurpose, ...]:
+    def call_kinds(self) -> tuple[str, ...]:
         return ("tests",) if self.options.test_inputs > 0 else ()
 
     @property
@@ -104,9 +104,9 @@ class ExecutionSelector(Selector):
         programs = list(dict.fromkeys(c.answer for c in runnable if c.answer))  # identical samples run once
         runs = await asyncio.gather(*(ctx.sandbox.arun(p, tests, self.limits, func_name) for p in programs))
         seconds = sum(report.seconds for report in runs)
-        if ctx.engine is not None:  # sandbox time is compute too: it goes in the same ledger as the model calls
+        if ctx.calls is not None:  # sandbox time is compute too: it goes in the same ledger as the model calls
             for report in runs:
-                ctx.engine.ledger.record(
+                ctx.calls.engine.ledger.record(
                     LedgerEntry(
                         kind="sandbox",
                         problem_id=problem.id,
@@ -133,7 +133,7 @@ class ExecutionSelector(Selector):
         alike = len({c.answer for c in runnable}) < 2 and not ahead
         if ctx.inputs is not None:
             parsed: list[tuple[str, str | None]] = [(i, None) for i in ctx.inputs]
-        elif n <= 0 or alike or ctx.engine is None or ctx.params is None:
+        elif n <= 0 or alike or ctx.calls is None or not ctx.calls.declares("tests"):
             return [], SuiteStats(requested=n)  # nothing to discriminate, or no model to ask
         else:
             func_name = problem.metadata.get("func_name")
@@ -146,14 +146,8 @@ class ExecutionSelector(Selector):
             message = template.format(
                 statement=problem.statement, programs=programs, count=n, input_format=input_format
             )
-            [completion] = await ctx.engine.sample(
-                [Message(role="user", content=message)],
-                1,
-                ctx.params,
-                problem_id=problem.id,
-                purpose="tests",
-                step=ctx.step,
-            )
+            completion = await ctx.ask("tests", [Message(role="user", content=message)])
+            assert completion is not None, "the tests kind is declared: checked above"
             parsed = parse_generated(completion.text, self.options.predicted_outputs)
         unique: dict[str, str | None] = {}
         duplicates = 0

@@ -29,7 +29,6 @@ from collections.abc import Sequence
 from typing import Literal
 
 from testtime.core.answers.freeform import Bags, final_reply, normalize_text
-from testtime.core.ledger import CallPurpose
 from testtime.core.options import Options, flag
 from testtime.core.records import Candidate, Problem
 from testtime.core.selection import CandidateScore, ConsistencyEvidence, Selection, SimilarityEvidence
@@ -176,7 +175,7 @@ class MedoidSelector(Selector):
     options: MedoidOptions
     domains = frozenset({"text"})
 
-    def call_kinds(self) -> tuple[CallPurpose, ...]:
+    def call_kinds(self) -> tuple[str, ...]:
         return ("consistency",) if self.options.agreement == "judge" else ()
 
     async def select(self, problem: Problem, candidates: Sequence[Candidate], ctx: SelectionContext) -> Selection:
@@ -208,7 +207,7 @@ class USCSelector(Selector):
     options: USCOptions
     domains = frozenset({"text"})
 
-    def call_kinds(self) -> tuple[CallPurpose, ...]:
+    def call_kinds(self) -> tuple[str, ...]:
         return ("consistency",)
 
     def planned_calls(self) -> int:
@@ -218,7 +217,7 @@ class USCSelector(Selector):
         medoid = Medoid(candidates)
         shown = [i for i, reply in enumerate(medoid.replies) if reply is not None]
         rule = "usc"
-        if len(shown) < 2 or ctx.engine is None:  # nothing to judge: one reply (or none) is its own choice
+        if len(shown) < 2 or ctx.calls is None:  # nothing to judge: one reply (or none) is its own choice
             evidence = medoid.similarity_evidence(medoid.best, "fewer than two replies" if shown else "no reply")
             return medoid.selection(self.name, rule, medoid.best, evidence)
         texts = [medoid.replies[i] or "" for i in shown]

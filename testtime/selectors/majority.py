@@ -4,13 +4,13 @@ the project's one equivalence relation; programs by their text (lines stripped).
 
 from __future__ import annotations
 
-import random
 from collections.abc import Sequence
 from typing import Literal
 
 from testtime.core.answers import majority_vote
 from testtime.core.options import Options, flag
 from testtime.core.records import Candidate, Problem
+from testtime.core.seeds import problem_rng
 from testtime.core.selection import CandidateScore, Selection, VoteEvidence
 from testtime.selectors import SELECTORS, SelectionContext, Selector
 
@@ -36,7 +36,7 @@ class MajoritySelector(Selector):
     options: MajorityOptions
 
     async def select(self, problem: Problem, candidates: Sequence[Candidate], ctx: SelectionContext) -> Selection:
-        rng = ctx.rng or random.Random(f"{ctx.seed}-{problem.id}")
+        rng = ctx.rng or problem_rng(ctx.seed, problem.id)
         answers = [c.answer for c in candidates]
         classes = program_classes(answers) if problem.domain == "code" else None
         vote = majority_vote(answers, self.options.tie_policy, rng, classes)

@@ -28,12 +28,11 @@ from testtime.core.errors import RunStopped, UserError
 from testtime.core.ledger import Ledger, LedgerTotals
 from testtime.core.records import Candidate, Message, Problem, SamplingParams
 from testtime.core.results import ProblemResult
-from testtime.core.rollout import declared_calls
 from testtime.evaluation.caveats import greedy_samples
 from testtime.evaluation.labelfree import answer_logprob, confidence
-from testtime.methods import METHODS, MethodContext, PerProblem, load_methods
+from testtime.methods import METHODS, PerProblem, load_methods
 from testtime.methods.plan import Plan, ProblemSet, RunBase, completed
-from testtime.run.engine import open_engine
+from testtime.run.engine import method_calls, method_context, open_engine
 from testtime.run.lifecycle import ServedDir
 from testtime.run.loop import Arrival, Session, unlabelled_of
 from testtime.run.settings import RunSettings
@@ -182,19 +181,14 @@ class ServedRun:
         received, started = time.time(), time.perf_counter()
         plan, messages = planned.plan, self.prompt(request)
         greedy = greedy_samples(plan.sampling, plan.samples, plan.calls)
-        ctx = MethodContext(
-            engine=self.engine,
-            plan=plan,
-            prompt=lambda _: messages,
-            seed=planned.seed,
-            sandbox=await self.open_sandbox() if request.domain == "code" else None,
-        )
+        sandbox = await self.open_sandbox() if request.domain == "code" else None
+        ctx = method_context(self.engine, plan, lambda _: messages, planned.seed, sandbox=sandbox)
         problem = Problem(id=request_id, domain=request.domain, statement=request.statement)
         totals = self.ledger.watch(request_id)
         result: ProblemResult | None = None
         error = None
         try:
-            with declared_calls(plan.kinds):
+            with method_calls(ctx):
                 result = await self.session.answer(Arrival(problem, reference=None), planned.method.learner(ctx))
         except RunStopped as exc:  # the server's budget is spent
             error = f"stopped: {exc}"

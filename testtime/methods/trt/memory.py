@@ -78,14 +78,8 @@ class SharedMemoryLearner(Learner):
         prompt = prompts.GENERALISE.format(
             lessons="\n".join(f"- {lesson.text}" for lesson in lessons), problem=problem.statement
         )
-        [completion] = await self.ctx.engine.sample(
-            [Message(role="user", content=prompt)],
-            1,
-            self.ctx.params_for(after, MEMORY_SLOT, "reflect"),
-            problem_id=problem.id,
-            purpose="reflect",
-            step=after,
-        )
+        asked = [Message(role="user", content=prompt)]
+        [completion] = await self.ctx.on(problem).sample("reflect", 1, asked, step=after, slot=MEMORY_SLOT)
         return (parse_lessons(completion.text) or [])[: self.method.options.lessons_per_round]
 
     def _save(self) -> None:

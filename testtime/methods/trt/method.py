@@ -16,14 +16,12 @@ Model calls per problem: 1 + T·(K+1) on math, 1 + T·(K+2) on code (the extra o
 
 from __future__ import annotations
 
-import random
 from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from testtime.core.errors import UserError
-from testtime.core.ledger import CallPurpose
 from testtime.core.options import flag
 from testtime.core.records import Candidate, Message, Problem, SamplingParams
 from testtime.core.results import Lesson, ProblemResult, Rejection, RoundCandidate, RoundRecord, Strategy
@@ -32,7 +30,7 @@ from testtime.core.selection import ExclusivityEvidence, ExecutionEvidence, Sele
 from testtime.knowledge import KnowledgeList
 from testtime.methods import METHODS, MethodContext, PerProblem, SelectorChoice, make_candidates
 from testtime.methods.learner import Learner
-from testtime.methods.plan import Plan, ProblemSet, RunBase
+from testtime.methods.plan import Plan, ProblemSet, RunBase, settled
 from testtime.methods.trt import math_round, prompts
 from testtime.methods.trt.code_evidence import execution_report
 from testtime.methods.trt.parsing import parse_reflection, parse_strategies
@@ -131,7 +129,7 @@ class TRT(PerProblem):
     def plan(self, problems: ProblemSet, base: RunBase, stream: bool = False) -> Plan:
         given = self.options.model_fields_set  # what the user set wins over the preset
         preset = {k: v for k, v in PRESETS[self.options.preset].get(problems.domain, {}).items() if k not in given}
-        self.options = o = self.options.model_copy(update=preset)
+        o = self.options.model_copy(update=preset)
         if o.memory == "shared" and not stream:
             raise UserError("trt memory=shared carries lessons from problem to problem on a stream: add --stream")
         if o.memory == "shared" and not o.knowledge:
@@ -140,7 +138,7 @@ class TRT(PerProblem):
         if selector.name == "exclusivity" and "rule" not in o.selector_options:
             selector = type(selector)(rule=o.exclusivity_rule)
         reflects = o.knowledge or o.strategies
-        kinds: list[CallPurpose] = [
+        kinds: list[str] = [
             *(["strategies"] if o.strategies else []),
             "solve",
             *(["reflect"] if reflects else []),
@@ -156,13 +154,14 @@ class TRT(PerProblem):
             calls=int(o.strategies) + o.rounds * (k + selector.planned_calls() + reflects),
             rounds=o.rounds,  # T rounds of K rollouts: no fixed number of samples an answer is drawn from
             ignores={"n": "it runs T rounds of K rollouts: use --rounds/-T and --rollouts/-K"},
+            options=o,
         )
 
     def learner(self, ctx: MethodContext) -> Learner:
-        if self.options.memory == "shared":
+        if ctx.plan.method.get("memory") == "shared":
             from testtime.methods.trt.memory import SharedMemoryLearner
 
-            return SharedMemoryLearner(self, ctx)
+            return SharedMemoryLearner(settled(self, ctx.plan), ctx)
         return super().learner(ctx)
 
     async def solve(self, problem: Problem, ctx: MethodContext, memory: str = "") -> ProblemResult:
@@ -174,14 +173,8 @@ class TRT(PerProblem):
         else:
             state = TRTState(knowledge=KnowledgeList(max_items=self.options.knowledge_cap), memory=memory)
             if self.options.strategies:
-                [completion] = await ctx.engine.sample(
-                    [Message(role="user", content=prompts.STRATEGIES.format(k=k, problem=problem.statement))],
-                    1,
-                    ctx.params_for(0, STRATEGIES_SLOT, "strategies"),
-                    problem_id=problem.id,
-                    purpose="strategies",
-                    step=0,
-                )
+                asked = [Message(role="user", content=prompts.STRATEGIES.format(k=k, problem=problem.statement))]
+                [completion] = await ctx.on(problem).sample("strategies", 1, asked, step=0, slot=STRATEGIES_SLOT)
                 state.strategies, parsed = parse_strategies(completion.text, k)
                 ctx.checkpoints.append(
                     problem.id, 0, {"state": state.model_dump(mode="json"), "strategies_parsed": parsed}
@@ -204,18 +197,12 @@ class TRT(PerProblem):
     async def _round(
         self, problem: Problem, ctx: MethodContext, state: TRTState, t: int, k: int
     ) -> tuple[list[Candidate], Selection]:
-        base = ctx.prompt(problem)
+        calls = ctx.on(problem)
+        base = list(calls.prompt)
         used = [state.strategies[j].key_technique if j < len(state.strategies) else None for j in range(k)]
         rollouts = await gather_landed(
             *(
-                ctx.engine.sample(
-                    self._solver_messages(base, problem, state, j),
-                    1,
-                    ctx.params_for(t, j),
-                    problem_id=problem.id,
-                    purpose="solve",
-                    step=t,
-                )
+                calls.sample("solve", 1, self._solver_messages(base, problem, state, j), step=t, slot=j)
                 for j in range(k)
             )
         )
@@ -226,20 +213,19 @@ class TRT(PerProblem):
         if problem.domain == "math" and self.options.math_loop == "released":
             candidates = math_round.with_released_answers(candidates)
         order = list(range(k))
-        random.Random(f"{ctx.seed}-{problem.id}-{t}").shuffle(order)
+        calls.rng(t).shuffle(order)
         shuffled = [candidates[i] for i in order]
         selector = ctx.plan.selector
         assert selector is not None, "trt's plan names its selector"
         if problem.domain == "math":
             selection = await math_round.select(
-                self.options, state, problem, selector, candidates, shuffled, ctx.selection(step=t), t
+                self.options, state, problem, selector, candidates, shuffled, ctx.selection(problem, step=t), t
             )
         else:
             previous = state.incumbent
             pool = ([previous] if previous else []) + shuffled  # elitist: last round's winner competes again
-            writes_tests = "tests" in ctx.plan.sampling  # code's execution: this round's test inputs, seeded apart
-            tests = ctx.params_for(t, TESTS_SLOT, "tests") if writes_tests else None
-            selection = await selector.select(problem, pool, ctx.selection(step=t, params=tests))
+            # code's execution: this round's test inputs, seeded apart from its rollouts
+            selection = await selector.select(problem, pool, ctx.selection(problem, step=t, slot=TESTS_SLOT))
             chosen = next((c for c in pool if c.index == selection.index), None)
             state.incumbent = chosen or previous
         reflection_parsed = None
@@ -319,14 +305,8 @@ class TRT(PerProblem):
             knowledge=state.knowledge.render() or "(none yet)",
             k=k,
         )
-        [completion] = await ctx.engine.sample(
-            [Message(role="user", content=message)],
-            1,
-            ctx.params_for(t, REFLECT_SLOT, "reflect"),
-            problem_id=problem.id,
-            purpose="reflect",
-            step=t,
-        )
+        asked = [Message(role="user", content=message)]
+        [completion] = await ctx.on(problem).sample("reflect", 1, asked, step=t, slot=REFLECT_SLOT)
         reflection = parse_reflection(completion.text)
         if self.options.knowledge:
             if reflection.deactivate is not None:

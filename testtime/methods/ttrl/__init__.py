@@ -19,11 +19,10 @@ from __future__ import annotations
 from typing import Any
 
 from testtime.core.errors import UserError
-from testtime.core.ledger import CallPurpose
 from testtime.core.records import SamplingParams
 from testtime.methods import METHODS, Method, MethodContext
 from testtime.methods.learner import Learner
-from testtime.methods.plan import Plan, ProblemSet, RunBase
+from testtime.methods.plan import Plan, ProblemSet, RunBase, settled
 from testtime.methods.ttrl.recipe import TUNED_ON, TTRLSettings
 from testtime.methods.ttrl.trl_backend import require_trl
 
@@ -56,7 +55,7 @@ class TTRL(Method):
             )
         if stream and problems.domain == "code":
             raise UserError("online ttrl (--stream) runs on math for now; on code each arrival would need its tests")
-        self.options = s = self.options.for_benchmark(problems.bench, self.given)
+        s = self.options.for_benchmark(problems.bench, self.given)
         selector = s.build(problems.domain)
         sampled = SamplingParams(
             temperature=s.eval_temperature, top_p=s.eval_top_p, max_tokens=s.max_response, seed=base.seed
@@ -66,7 +65,7 @@ class TTRL(Method):
             temperature=s.train_temperature(base.model), top_p=s.top_p, max_tokens=s.max_response, seed=base.seed
         )
         votes = {"ttrl_vote": rollout} if s.n_vote > s.n_train else {}
-        sampling: dict[CallPurpose, SamplingParams]
+        sampling: dict[str, SamplingParams]
         if stream:  # each arrival answered by a vote among evaluation samples; updates roll out
             sampling = {"solve": sampled, "ttrl_rollout": rollout, **votes}
         else:
@@ -86,6 +85,7 @@ class TTRL(Method):
                 "top_p": "use --method-opt top_p=P (training) or eval_top_p=P (evaluation)",
                 "max_tokens": "use --method-opt max_response=N",
             },
+            options=s,
             backend="verl" if s.verl_run else "trl",
             tuned_on=TUNED_ON[s.preset],
         )
@@ -96,4 +96,5 @@ class TTRL(Method):
         from testtime.methods.ttrl.offline import OfflineTTRL
         from testtime.methods.ttrl.online import OnlineTTRL
 
-        return OnlineTTRL(self, ctx) if ctx.plan.stream else OfflineTTRL(self, ctx)
+        method = settled(self, ctx.plan)
+        return OnlineTTRL(method, ctx) if ctx.plan.stream else OfflineTTRL(method, ctx)

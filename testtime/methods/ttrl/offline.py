@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from testtime.core.ledger import CallPurpose
 from testtime.core.records import Candidate, Problem
 from testtime.core.results import ProblemResult, TTRLEvaluation, TTRLRecord, TTRLStep, TTRLVote, read_steps
 from testtime.core.rollout import RolloutEngine, gather_landed
@@ -82,25 +81,22 @@ class OfflineTTRL(TTRLLearner):
         selector, ctx = self.selector, self.ctx
 
         async def one(problem: Problem) -> tuple[str, list[str]]:
-            return problem.id, await selector.inputs_ahead(problem, self.before[problem.id][0], ctx.selection(step=0))
+            written = await selector.inputs_ahead(problem, self.before[problem.id][0], ctx.selection(problem, step=0))
+            return problem.id, written
 
         return dict(await gather_landed(*(one(p) for p in problems)))
 
     async def _evaluate(self, problems: Sequence[Problem], engine: RolloutEngine, after: bool) -> dict[str, Evaluation]:
         """The paper's protocol: k samples at the evaluation temperature, and one greedy answer."""
         s, ctx = self.settings, self.ctx
-        purpose: CallPurpose = "eval_after" if after else "eval_before"
-        greedy_purpose: CallPurpose = "eval_after_greedy" if after else "eval_before_greedy"
+        kind = "eval_after" if after else "eval_before"
 
         async def one(problem: Problem) -> tuple[str, Evaluation]:
-            messages = ctx.prompt(problem)
-            samples = engine.sample(
-                messages, self.samples, ctx.sampled(purpose), problem_id=problem.id, purpose=purpose
-            )
+            calls = ctx.on(problem).with_engine(engine)
+            samples = calls.sample(kind, self.samples)
             if not s.eval_greedy:
                 return problem.id, (make_candidates(problem, await samples), None)
-            greedy = ctx.sampled(greedy_purpose)
-            top = engine.sample(messages, 1, greedy, problem_id=problem.id, purpose=greedy_purpose)
+            top = calls.sample(f"{kind}_greedy", 1)
             done, best = await gather_landed(samples, top)
             return problem.id, (make_candidates(problem, done), make_candidates(problem, best)[0])
 

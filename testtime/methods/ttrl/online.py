@@ -104,7 +104,7 @@ class OnlineTTRL(TTRLLearner):
             window,
             settings,
             self._folder(update),
-            context=lambda problem: ctx.selection(),
+            context=lambda problem: ctx.selection(problem),
             seed=ctx.seed + update,
             earlier_steps=tuple(self._steps_file(k) for k in range(1, update)),
         )

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from testtime.core.jsonl import repair_tail
-from testtime.core.ledger import CallPurpose, Ledger, LedgerEntry
+from testtime.core.ledger import Ledger, LedgerEntry
 from testtime.core.oracle import LabelOracle
 from testtime.core.records import Message, Problem, TokenStats
 from testtime.core.results import TTRLStep, TTRLVote, read_steps
@@ -179,9 +179,7 @@ class VoteReward:
             )
         )
 
-    def _ledger_rollout(
-        self, pid: str, index: int, step: int, prompt_tokens: int, tokens: int, purpose: CallPurpose
-    ) -> int:
+    def _ledger_rollout(self, pid: str, index: int, step: int, prompt_tokens: int, tokens: int, purpose: str) -> int:
         self.ledger.record(
             LedgerEntry(
                 model=self.model_name,

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from math import prod
 from pathlib import Path
 
-from testtime.core.ledger import CallPurpose, Ledger, LedgerEntry
+from testtime.core.ledger import Ledger, LedgerEntry
 from testtime.core.results import TTRLStep, TTRLVote
 from testtime.methods.ttrl.monitor import vote_stats
 from testtime.methods.ttrl.trl_reward import append_step
@@ -78,7 +78,7 @@ class StepRecorder:
             self.folder / STEPS, TTRLStep(step=step, seconds=seconds, votes=tuple(stepped), **vote_stats(votes))
         )
 
-    def _calls(self, ledger: Ledger, step: int, rows: Sequence[Row], purpose: CallPurpose) -> int:
+    def _calls(self, ledger: Ledger, step: int, rows: Sequence[Row], purpose: str) -> int:
         index: dict[str, int] = {}
         for row in rows:
             index[row.problem_id] = index.get(row.problem_id, -1) + 1
