@@ -128,8 +128,7 @@ class RunProgress:
         self.last_line = now
         elapsed = int(now - self.started)
         console.print(
-            f"progress: {count} · {self._stats()} · "
-            f"{elapsed // 60}:{elapsed % 60:02d} elapsed",
+            f"progress: {count} · {self._stats()} · {elapsed // 60}:{elapsed % 60:02d} elapsed",
             soft_wrap=True,
             markup=False,
             highlight=False,

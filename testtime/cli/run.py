@@ -34,9 +34,7 @@ def run_help() -> str:
 @run_settings()
 def run_command(
     ctx: typer.Context,
-    method: Annotated[
-        str, Opt(help="a registered method (`testtime list` names them)")
-    ] = "majority",
+    method: Annotated[str, Opt(help="a registered method (`testtime list` names them)")] = "majority",
     method_opt: Annotated[list[str] | None, Opt("--method-opt", help="method option KEY=VALUE, repeatable")] = None,
     selector: Annotated[
         str | None,
