@@ -26,16 +26,21 @@ def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
 
 
 def solve_with(
-    method: PerProblem, model: FakeModel, problem: Problem, checkpoints: RoundCheckpoints | None = None
+    method: PerProblem,
+    model: FakeModel,
+    problem: Problem,
+    checkpoints: RoundCheckpoints | None = None,
+    base: RunBase | None = None,
 ) -> tuple[ProblemResult, Ledger]:
-    """Solve one problem with a scripted model, in memory; returns the result and the ledger."""
+    """Solve one problem with a scripted model, in memory (`base`: the run's flags); the result and the ledger."""
     ledger = Ledger()
-    plan = method.plan(ProblemSet(problem.domain), RunBase())
+    base = base or RunBase()
+    plan = method.plan(ProblemSet(problem.domain), base)
     ctx = method_context(
         RolloutEngine(model, model_name="fake:", cache=CompletionCache(None), ledger=ledger),
         plan,
         lambda p: [Message(role="user", content=p.statement)],
-        0,
+        base.seed,
         checkpoints=checkpoints,
     )
 

@@ -444,3 +444,31 @@ def test_a_code_request_without_a_sandbox_is_a_503_and_math_goes_on(tmp_path: Pa
         assert upstream.requests == 0  # refused before any call was paid for
         reply = api.chat.completions.create(model=SPEC, messages=[{"role": "user", "content": "Say 2."}])
         assert reply.model_extra["testtime"]["answer"] == "2"
+
+
+def test_serve_adaptive_stops_a_settled_vote_and_a_request_can_ask_for_the_full_n(tmp_path: Path) -> None:
+    """`serve --adaptive`: a request whose votes agree pays 4 of its 16 samples and says why it stopped; a request
+    with `testtime.adaptive: false` pays all 16; a bad rule in the body is a 400 naming the field."""
+    question = [{"role": "user", "content": "What is 40 + 2? Say 42."}]
+    with MockChatServer() as upstream, serving(upstream.url, tmp_path, "--adaptive", "--n", "16") as server:
+        sdk = client(server["url"])
+        settled = sdk.chat.completions.create(model=SPEC, messages=question)  # type: ignore[arg-type]
+        paid_settled = upstream.requests
+        full = sdk.chat.completions.create(
+            model=SPEC,
+            messages=question,
+            extra_body={"testtime": {"adaptive": False}},  # type: ignore[arg-type]
+        )
+        paid_full = upstream.requests - paid_settled
+        said = re.escape("'testtime.adaptive': the posterior rule's threshold is a confidence between 0.5 and 1")
+        with pytest.raises(openai.BadRequestError, match=said):
+            sdk.chat.completions.create(
+                model=SPEC,
+                messages=question,  # type: ignore[arg-type]
+                extra_body={"testtime": {"adaptive": {"rule": "posterior", "threshold": 2}}},
+            )
+    assert server["returncode"] == 0, server["stderr"]
+    stop = settled.model_extra["testtime"]["adaptive"]  # type: ignore[index]
+    assert (stop["drawn"], stop["cap"], stop["reason"], stop["rule"]) == (4, 16, "settled", "posterior")
+    assert paid_settled == 4 and paid_full == 16 and "adaptive" not in full.model_extra["testtime"]  # type: ignore[index]
+    assert settled.choices[0].message.content == full.choices[0].message.content

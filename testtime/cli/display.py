@@ -190,6 +190,14 @@ def summary_table(summary: RunSummary, title: str, sampled_as: str = "") -> Tabl
         _stream_rows(table, summary.prequential)
     if summary.label_free is not None:
         _label_free_rows(table, summary.label_free)
+    if summary.adaptive is not None:
+        a = summary.adaptive
+        rule = a.rule if a.threshold is None else f"{a.rule} {a.threshold:g}"
+        table.add_row(
+            f"adaptive ({rule})",
+            f"{a.samples:,} of {a.cap_samples:,} samples ({a.share:.2f}); {a.settled} of {a.drawn.n} votes settled "
+            f"before the cap",
+        )
     for label, counts in (
         ("predictions by status", summary.prediction_status),
         ("samples by status", summary.sample_status),

@@ -138,6 +138,19 @@ def report_command(
             cost,
         )
     results_console.print(table)
+    for row in report.runs:
+        paired = row.adaptive_vs_fixed
+        if paired is not None and paired.difference is not None and paired.fixed_run is not None:
+            d, tokens = paired.difference, f"{paired.tokens_ratio:.2f}" if paired.tokens_ratio is not None else "?"
+            console.print(
+                f"adaptive {Path(row.run).name} vs fixed {Path(paired.fixed_run).name} on {paired.problems} "
+                f"problems: accuracy {d.mean:+.3f} [{d.ci_low:+.3f}, {d.ci_high:+.3f}] (paired), tokens "
+                f"{tokens}× the fixed run's",
+                soft_wrap=True,
+                highlight=False,
+            )
+        elif paired is not None:
+            unpaired.append(f"{Path(row.run).name}: {paired.none} (no fixed run to pair the adaptive one with)")
     for line in dict.fromkeys(unpaired):  # both budgets give the same reason: say it once
         console.print(f"[yellow]no same-budget majority for {escape(line)}[/yellow]", soft_wrap=True)
     for left in report.unfinished:

@@ -106,6 +106,32 @@ SHARED: dict[str, tuple[Any, Any]] = {
         ],
         None,
     ),
+    "adaptive": (
+        Annotated[
+            bool,
+            Opt(
+                "--adaptive",
+                help="a vote draws its samples in waves and stops once settled (--n is the cap; majority, and a "
+                "stream's ttrl); off by default so published tables stay comparable",
+            ),
+        ],
+        False,
+    ),
+    "adaptive_rule": (
+        Annotated[
+            str,
+            Opt(
+                help="posterior (default: Adaptive-Consistency's Beta criterion, the most samples saved at a stated "
+                "confidence) | exact (never changes the full vote's answer) | window (ESC: the last W agree)"
+            ),
+        ],
+        "posterior",
+    ),
+    "adaptive_threshold": (
+        Annotated[float | None, Opt(help="posterior: confidence (default 0.95); window: W samples (default 4)")],
+        None,
+    ),
+    "adaptive_min": (Annotated[int, Opt(help="samples a vote draws before any stop")], 4),
     "quiet": (Annotated[bool, Opt(help="no progress display")], False),
 }
 

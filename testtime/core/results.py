@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationError
 
+from testtime.core.adaptive import AdaptiveStop
 from testtime.core.jsonl import read_records
 from testtime.core.records import Candidate, Record, TokenStats
 from testtime.core.selection import Selection
@@ -165,6 +166,7 @@ class ProblemResult(Record):
     rounds: tuple[RoundRecord, ...] = ()
     ttrl: TTRLRecord | None = None
     answered_with: AnsweredWith | None = None  # a stream's problem: the state that answered it; else None
+    adaptive: AdaptiveStop | None = None  # --adaptive: the samples its vote drew and why it stopped; else None
 
     def ungraded(self) -> ProblemResult:
         """What a method may see of an answered problem: exactly a `ProblemResult`, never a subclass that carries

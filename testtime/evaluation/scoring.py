@@ -14,14 +14,15 @@ from typing import Any
 from testtime.benchmarks.base import Benchmark
 from testtime.benchmarks.code_common import graded_program
 from testtime.benchmarks.dataset import graded_answer
+from testtime.core.adaptive import AdaptiveStop
 from testtime.core.answers.freeform import final_reply
 from testtime.core.ledger import LedgerTotals
 from testtime.core.records import Reference
 from testtime.core.results import Grading, ProblemResult, ResultRecord, RoundAudit, RoundRecord, TTRLStep
 from testtime.evaluation.caveats import measured_nothing
-from testtime.evaluation.labelfree import label_free
+from testtime.evaluation.labelfree import distribution, label_free
 from testtime.evaluation.metrics import maj_at_k, mean_ci, powers_of_two_upto, vote_clusters
-from testtime.evaluation.summary import LedgerSummary, RoundsSummary, RunSummary
+from testtime.evaluation.summary import AdaptiveSummary, LedgerSummary, RoundsSummary, RunSummary
 from testtime.evaluation.ttrl_audit import audit_ttrl, summarize_ttrl
 
 
@@ -170,7 +171,26 @@ def summarize(
         values["same_budget_majority_n"] = round(mean(rollouts))
     if any(r.ttrl_audit for r in labelled):
         values["ttrl"] = summarize_ttrl(labelled, seed)
+    stops = [r.adaptive for r in records if r.adaptive is not None]
+    if stops:
+        values["adaptive"] = adaptive_summary(stops)
     values["graded_on_public_tests_only"] = sum(r.public_only for r in records)  # loud: optimistic scores
     values["errata_problems"] = [r.problem_id for r in records if r.erratum]
     run["warnings"] = [*run.get("warnings", ()), *measured_nothing(records, str(run.get("method", "")))]
     return RunSummary.model_validate({**values, **run})
+
+
+def adaptive_summary(stops: Sequence[AdaptiveStop]) -> AdaptiveSummary:
+    """The votes' samples against their cap's, over the problems an --adaptive run answered."""
+    drawn, cap = sum(s.drawn for s in stops), sum(s.cap for s in stops)
+    spread = distribution([float(s.drawn) for s in stops])
+    assert spread is not None, "one stop at least"
+    return AdaptiveSummary(
+        rule=stops[0].rule,
+        threshold=stops[0].threshold,
+        samples=drawn,
+        cap_samples=cap,
+        share=drawn / cap,
+        settled=sum(s.reason == "settled" for s in stops),
+        drawn=spread,
+    )

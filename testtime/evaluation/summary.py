@@ -133,6 +133,18 @@ class LabelFreeSummary(SummaryRecord):
     ttrl_majority_ratio: list[float] | None = None  # TTRL: the vote's majority ratio per optimiser step
 
 
+class AdaptiveSummary(SummaryRecord):
+    """--adaptive: how far the votes went before they settled (`core/adaptive.py`), measured per problem."""
+
+    rule: str
+    threshold: float | None
+    samples: int  # drawn by the votes, over every problem
+    cap_samples: int  # what the votes would have drawn at the cap (--n): the fixed run's samples
+    share: float  # samples / cap_samples
+    settled: int  # problems whose vote stopped before the cap
+    drawn: Distribution  # samples a problem's vote drew
+
+
 class PrequentialWindow(SummaryRecord):
     """Consecutive arrivals of a stream (`evaluation/prequential.py`)."""
 
@@ -196,6 +208,7 @@ class RunSummary(SummaryRecord):
     retried_problems: int = 0
     uses_labels: bool = False  # the method trained on the labels (TTRL's oracle): an upper bound, not label-free
     prequential: PrequentialSummary | None = None  # a stream: accuracy over arrival order; None: not a stream
+    adaptive: AdaptiveSummary | None = None  # --adaptive: the samples the votes drew against the cap; else None
     warnings: list[str] = []  # what makes these numbers measure less than they seem (`evaluation/caveats.py`)
 
     @property

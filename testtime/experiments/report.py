@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict
 from testtime.core.errors import UserError
 from testtime.evaluation.metrics import Interval, maj_at_k, mean_ci, paired_difference_ci
 from testtime.evaluation.summary import PrequentialSummary, RunSummary
+from testtime.experiments.adaptive_pairs import AdaptiveComparison, compare_adaptive
 from testtime.experiments.curves import outside_legend
 from testtime.experiments.viewer.data import LoadedRun, load_run
 from testtime.run.lifecycle import continue_command
@@ -80,6 +81,7 @@ class ReportRow(BaseModel):
     majority_same_rollouts: Baseline | None  # None for a majority run itself
     majority_same_tokens: Baseline | None
     provenance: list[dict[str, Any]]
+    adaptive_vs_fixed: AdaptiveComparison | None = None  # an --adaptive run beside its fixed twin; else None
 
 
 class Unfinished(BaseModel):
@@ -284,6 +286,7 @@ def build_report(paths: list[Path]) -> Report:
                 prequential=summary.prequential,
                 **_baseline_fields(run, majorities),
                 provenance=_provenance(run.loaded),
+                adaptive_vs_fixed=compare_adaptive(run, runs, _differences),
             )
         )
     return Report(runs=rows, unfinished=unfinished)

@@ -4,11 +4,17 @@ free-form text: the medoid of the replies; any registered selector with `--selec
 
 from __future__ import annotations
 
-from testtime.core.records import Problem
+from typing import Literal
+
+from testtime.core.adaptive import Adaptive, AdaptiveStop
+from testtime.core.calls import Calls
+from testtime.core.errors import UserError
+from testtime.core.records import Candidate, Problem
 from testtime.core.results import ProblemResult
 from testtime.core.rollout import RolloutEngine
 from testtime.methods import METHODS, MethodContext, PerProblem, SelectorChoice, make_candidates
 from testtime.methods.plan import Plan, ProblemSet, RunBase
+from testtime.selectors import Selector
 
 DEFAULT_N = 8
 
@@ -23,7 +29,21 @@ class Majority(PerProblem):
     def plan(self, problems: ProblemSet, base: RunBase, stream: bool = False) -> Plan:
         selector, params, n = self.options.build(problems.domain), base.sampling(), base.n or DEFAULT_N
         calls = n + selector.planned_calls()  # code: one more call writes test inputs; usc: its judgements
-        return Plan.of(self, {"solve": params}, params, stream=stream, selector=selector, samples=n, calls=calls)
+        if base.adaptive is not None and type(selector).vote_classes is Selector.vote_classes:
+            raise UserError(
+                f"--adaptive stops a vote once its classes of answers settle; the {selector.name} selector weighs "
+                "all the samples together (on code: --selector majority votes on identical programs)"
+            )
+        return Plan.of(
+            self,
+            {"solve": params},
+            params,
+            stream=stream,
+            selector=selector,
+            samples=n,
+            calls=calls,
+            adaptive=base.adaptive,
+        )
 
     async def solve(self, problem: Problem, ctx: MethodContext) -> ProblemResult:
         return await vote(problem, ctx)
@@ -36,7 +56,32 @@ async def vote(problem: Problem, ctx: MethodContext, engine: RolloutEngine | Non
     selector, n = ctx.plan.selector, ctx.plan.samples
     assert selector is not None and n is not None, "a vote's plan names its selector and samples"
     calls = ctx.on(problem) if engine is None else ctx.on(problem).with_engine(engine)
-    completions = await calls.sample("solve", n)
-    candidates = make_candidates(problem, completions)
+    stop = None
+    if ctx.plan.adaptive is None:
+        candidates = make_candidates(problem, await calls.sample("solve", n))
+    else:
+        candidates, stop = await _until_settled(problem, calls, n, ctx.plan.adaptive, selector)
     selection = await selector.select(problem, candidates, ctx.selection(problem))
-    return ProblemResult(problem_id=problem.id, prediction=selection.answer, candidates=candidates, selection=selection)
+    return ProblemResult(
+        problem_id=problem.id, prediction=selection.answer, candidates=candidates, selection=selection, adaptive=stop
+    )
+
+
+async def _until_settled(
+    problem: Problem, calls: Calls, cap: int, rule: Adaptive, selector: Selector
+) -> tuple[list[Candidate], AdaptiveStop]:
+    """The vote's samples in waves (the same call continued: a fixed run's first samples, seed for seed) until the
+    rule finds it settled or `cap` are drawn."""
+    completions = await calls.sample("solve", rule.first(cap))
+    while True:
+        candidates = make_candidates(problem, completions)
+        drawn = len(candidates)
+        classes = selector.vote_classes(problem, [c.answer for c in candidates]) or []
+        confidence = rule.settled(classes, drawn, cap) if drawn < cap else None
+        if confidence is not None or drawn >= cap:
+            reason: Literal["settled", "cap"] = "cap" if confidence is None else "settled"
+            stop = AdaptiveStop(
+                rule=rule.rule, threshold=rule.limit, drawn=drawn, cap=cap, reason=reason, confidence=confidence
+            )
+            return candidates, stop
+        completions += await calls.sample("solve", min(rule.wave, cap - drawn))

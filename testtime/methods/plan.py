@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+from testtime.core.adaptive import Adaptive
 from testtime.core.errors import PlanError
 from testtime.core.options import Options
 from testtime.core.records import SamplingParams
@@ -49,6 +50,7 @@ class RunBase:
     top_p: float | None = None
     max_tokens: int | None = None
     seed: int = 0
+    adaptive: Adaptive | None = None  # --adaptive: a vote stops once settled (None: it draws its full n)
 
     def sampling(self, defaults: SamplingParams | None = None) -> SamplingParams:
         """The flags where given, else the method's defaults (`defaults`), else the generic ones; the run's seed."""
@@ -75,6 +77,7 @@ class Plan:
     method: Mapping[str, Any] = field(default_factory=dict)  # the manifest's `method`: name, options, selector
     ignores: Mapping[str, str] = field(default_factory=dict)  # generic flag it leaves alone → what to use instead
     options: Options | None = None  # the options it settled for these problems (presets); None: as constructed
+    adaptive: Adaptive | None = None  # its vote stops once settled (`core/adaptive.py`); None: it draws them all
 
     @property
     def kinds(self) -> frozenset[str]:
@@ -104,6 +107,7 @@ class Plan:
         uses_labels: bool = False,
         ignores: Mapping[str, str] | None = None,
         options: Options | None = None,
+        adaptive: Adaptive | None = None,
         **described: Any,
     ) -> Plan:
         """A method's plan from what it settled: the selector's kinds of call join `sampling` at `base` (the run's
@@ -125,6 +129,7 @@ class Plan:
             method=record,
             ignores=dict(ignores or {}),
             options=options,
+            adaptive=adaptive,
         )
 
 

@@ -122,6 +122,11 @@ def check_sandbox_choice(settings: RunSettings) -> None:
 
 def check_run_flags(settings: RunSettings, plan: Plan) -> None:
     """A generic flag the method's plan leaves alone is a mistake, not a setting: say what to use instead."""
+    if settings.adaptive and plan.adaptive is None:
+        raise UserError(
+            f"--adaptive stops a vote once it is settled; --method {settings.method} draws no vote to stop "
+            "(majority does; a stream's TTRL answers by one)"
+        )
     for flag in GENERIC_FLAGS:
         if getattr(settings, flag) is not None and flag in plan.ignores:
             hint = plan.ignores[flag]

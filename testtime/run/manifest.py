@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from testtime.core.adaptive import Adaptive
 from testtime.core.records import SamplingParams
 from testtime.methods.plan import Plan
 from testtime.run.settings import RunSettings
@@ -35,6 +36,7 @@ class Effective(BaseModel):
     problems: int = 0  # problems loaded after --limit
     planned_calls_per_problem: int | None = None  # model calls one problem costs by construction
     uses_labels: bool = False  # the method read labels (TTRL's oracle reward): never a label-free result
+    adaptive: Adaptive | None = None  # --adaptive: how each vote stopped early (None: every vote drew its n)
 
     @classmethod
     def of(cls, plan: Plan, problems: int) -> Effective:
@@ -44,6 +46,7 @@ class Effective(BaseModel):
             problems=problems,
             planned_calls_per_problem=plan.calls,
             uses_labels=plan.uses_labels,
+            adaptive=plan.adaptive,
         )
 
 

@@ -14,9 +14,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
-from testtime.core.errors import UserError
+from testtime.core.adaptive import DEFAULT_RULE, Adaptive, AdaptiveRuleName
+from testtime.core.errors import UserError, first_error
 from testtime.core.seeds import SeedScheme
 from testtime.methods.plan import RunBase
 
@@ -65,6 +66,11 @@ class RunSettings(BaseModel):
     # per-problem: each call's seed from (seed, problem, sample, kind); shared: from (seed, sample) alone, as
     # runs written before it (read so, their cache keys replay) and served requests (a client's seed redraws)
     seeds: SeedScheme = "per-problem"
+    # --adaptive: a vote drawn in waves, stopped once settled (`core/adaptive.py`); --n stays the cap
+    adaptive: bool = False
+    adaptive_rule: AdaptiveRuleName = DEFAULT_RULE
+    adaptive_threshold: float | None = None  # None: the rule's default (posterior 0.95, window 4)
+    adaptive_min: int = Field(default=4, ge=1)  # samples before any stop
 
     _urls = field_validator("api_base")(_http_urls)
 
@@ -78,9 +84,26 @@ class RunSettings(BaseModel):
         index, count = parse_shard(shard)
         return f"{index}/{count}"
 
+    @field_validator("adaptive_threshold")
+    @classmethod
+    def _threshold_fits_the_rule(cls, threshold: float | None, info: ValidationInfo) -> float | None:
+        try:
+            Adaptive(rule=info.data.get("adaptive_rule", DEFAULT_RULE), threshold=threshold)
+        except ValidationError as exc:
+            raise ValueError(first_error(exc)[1]) from None
+        return threshold
+
+    def stopping(self) -> Adaptive | None:
+        """The early stop --adaptive asks for (None: every vote draws its full --n)."""
+        if not self.adaptive:
+            return None
+        return Adaptive(rule=self.adaptive_rule, threshold=self.adaptive_threshold, min_samples=self.adaptive_min)
+
     def base(self) -> RunBase:
-        """What these settings bring to a method's plan: the model, --n, the sampling flags as given, the seed."""
-        return RunBase(**self.model_dump(include={f.name for f in fields(RunBase)}))
+        """What these settings bring to a method's plan: the model, --n, the sampling flags as given, the seed, and
+        the early stop --adaptive asks for."""
+        given = self.model_dump(include={f.name for f in fields(RunBase)} - {"adaptive"})
+        return RunBase(**given, adaptive=self.stopping())
 
 
 class ResumeChanges(BaseModel):

@@ -81,6 +81,12 @@ class Selector(ABC):
         """Model calls selecting one problem makes by construction (at most): one per kind unless said."""
         return len(self.call_kinds())
 
+    def vote_classes(self, problem: Problem, answers: Sequence[str | None]) -> list[list[int]] | None:
+        """The classes a vote over `answers` counts (indices of equivalent answers), for a vote drawn in waves that
+        stops once settled (`--adaptive`); None: this selector weighs all the samples together, so it cannot say
+        before it has them all (execution, the free-form selectors)."""
+        return None
+
     async def inputs_ahead(self, problem: Problem, candidates: Sequence[Candidate], ctx: SelectionContext) -> list[str]:
         """Inputs written once, before the candidates they will judge exist (TTRL writes them from the base
         model's samples, then every training step's programs run on them); none for a selector that reads

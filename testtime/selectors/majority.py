@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 from testtime.core.answers import majority_vote
+from testtime.core.answers.vote import cluster_answers
 from testtime.core.options import Options, flag
 from testtime.core.records import Candidate, Problem
 from testtime.core.seeds import problem_rng
@@ -34,6 +35,9 @@ def program_classes(programs: Sequence[str | None]) -> list[list[int]]:
 class MajoritySelector(Selector):
     Options = MajorityOptions
     options: MajorityOptions
+
+    def vote_classes(self, problem: Problem, answers: Sequence[str | None]) -> list[list[int]]:
+        return program_classes(answers) if problem.domain == "code" else cluster_answers(answers)
 
     async def select(self, problem: Problem, candidates: Sequence[Candidate], ctx: SelectionContext) -> Selection:
         rng = ctx.rng or problem_rng(ctx.seed, problem.id)

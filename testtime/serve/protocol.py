@@ -18,7 +18,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from pydantic import ValidationError
+
+from testtime.core.adaptive import Adaptive
 from testtime.core.answers.domain import auto_domain
+from testtime.core.errors import first_error
 from testtime.core.records import Message
 from testtime.methods import METHODS, PerProblem, load_methods
 from testtime.serve.limits import ServeLimits
@@ -64,6 +68,9 @@ class ServedRequest:
     include_usage: bool = False  # stream_options.include_usage: a last chunk with the usage
     sampling: dict[str, Any] = field(default_factory=dict)  # temperature / top_p / max_tokens / seed, if given
     stop: tuple[str, ...] = ()  # cut the selected reply at the first of these (samples are drawn whole)
+    adaptive: Adaptive | bool | None = (
+        None  # testtime.adaptive: a rule, true (the server's or the default), false; None: the server's
+    )
 
     @property
     def statement(self) -> str:
@@ -101,10 +108,10 @@ def parse_request(
     named, options, n = _method_of(model, served_model)
     extra = body.get("testtime") or {}
     if not isinstance(extra, dict):
-        raise BadRequest('\'testtime\' must be an object: {"method", "options", "n", "domain"}')
-    unknown = sorted(set(extra) - {"method", "options", "n", "domain"})
+        raise BadRequest('\'testtime\' must be an object: {"method", "options", "n", "domain", "adaptive"}')
+    unknown = sorted(set(extra) - {"method", "options", "n", "domain", "adaptive"})
     if unknown:
-        raise BadRequest(f"'testtime' has no field '{unknown[0]}'; it takes method, options, n, domain")
+        raise BadRequest(f"'testtime' has no field '{unknown[0]}'; it takes method, options, n, domain, adaptive")
     method = named or default_method
     if "method" in extra:
         if named is not None and extra["method"] != named:
@@ -116,6 +123,7 @@ def parse_request(
     options = {**options, **given}
     if "n" in extra:
         n = _positive(extra["n"], "testtime.n")
+    adaptive = _adaptive(extra["adaptive"]) if "adaptive" in extra else None
     domain = extra.get("domain", default_domain)
     if domain not in DOMAIN_CHOICES:
         raise BadRequest(f"'testtime.domain' must be auto, math, code or text, not {domain!r}")
@@ -143,7 +151,7 @@ def parse_request(
     include_usage = bool(isinstance(stream_options, dict) and stream_options.get("include_usage"))
     stop = _stop(body.get("stop"))
     return ServedRequest(
-        messages, method, options, n, domain, model, domain_from, stream, include_usage, sampling, stop
+        messages, method, options, n, domain, model, domain_from, stream, include_usage, sampling, stop, adaptive
     )  # fmt: skip
 
 
@@ -218,6 +226,21 @@ def _text(content: object, i: int) -> str:
             parts.append(part["text"])
         return "\n".join(parts)
     raise BadRequest(f"messages[{i}].content must be a string or a list of text parts")
+
+
+def _adaptive(value: object) -> Adaptive | bool:
+    """`testtime.adaptive`: true or false, or the rule as an object ({"rule", "threshold", "min_samples", "wave"})."""
+    if isinstance(value, bool):
+        return value
+    if not isinstance(value, dict):
+        raise BadRequest('\'testtime.adaptive\' must be true, false or an object: {"rule", "threshold", "min_samples"}')
+    try:
+        return Adaptive.model_validate(value)
+    except ValidationError as exc:
+        where, message = first_error(exc)
+        raise BadRequest(
+            f"'testtime.adaptive.{where}': {message}" if where else f"'testtime.adaptive': {message}"
+        ) from None
 
 
 def _known_method(name: object) -> str:

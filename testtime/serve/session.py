@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict
 
 from testtime.benchmarks.code_common import SYSTEM as CODE_SYSTEM
 from testtime.benchmarks.dataset import INSTRUCTION
+from testtime.core.adaptive import Adaptive
 from testtime.core.answers import equivalent
 from testtime.core.answers.freeform import final_reply
 from testtime.core.errors import RunStopped, UserError
@@ -136,7 +137,11 @@ class ServedRun:
         seed = request.sampling.get("seed", secrets.randbits(31))
         given = {k: request.sampling.get(k, getattr(self.settings, k)) for k in ("temperature", "top_p", "max_tokens")}
         n = request.n if request.n is not None else self.settings.n
-        base = RunBase(model=self.settings.model, n=n, seed=seed, **given)
+        asked = request.adaptive
+        adaptive = self.settings.stopping() if asked is None or asked is True else asked or None
+        if asked is True and adaptive is None:  # the request asks; the server has no rule of its own: the default
+            adaptive = Adaptive()
+        base = RunBase(model=self.settings.model, n=n, seed=seed, adaptive=adaptive, **given)
         try:
             plan = completed(method, method.plan(ProblemSet(request.domain), base))
         except UserError as exc:
@@ -312,4 +317,6 @@ def _info(result: ProblemResult | None, served: ServedRecord) -> dict[str, Any]:
         info["warnings"] = served.warnings
     if result is not None and result.rounds:
         info["rounds"] = [{"round": r.round, "answer": r.selected_answer} for r in result.rounds]
+    if result is not None and result.adaptive is not None:  # --adaptive: the samples drawn and why it stopped
+        info["adaptive"] = result.adaptive.model_dump()
     return info

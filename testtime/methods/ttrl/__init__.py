@@ -86,6 +86,7 @@ class TTRL(Method):
                 "max_tokens": "use --method-opt max_response=N",
             },
             options=s,
+            adaptive=base.adaptive if stream else None,  # a stream's arrival is answered by a vote; offline: avg@k
             backend="verl" if s.verl_run else "trl",
             tuned_on=TUNED_ON[s.preset],
         )
