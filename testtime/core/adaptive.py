@@ -62,6 +62,27 @@ class Adaptive(Record):
         window = int(self.limit or 0) if self.rule == "window" else 0
         return min(cap, max(self.min_samples, window))
 
+    def schedule(self, cap: int) -> list[int]:
+        """The samples drawn once each wave has landed: the first wave, then `wave` more at a time, up to the cap."""
+        drawn = [self.first(cap)]
+        while drawn[-1] < cap:
+            drawn.append(min(cap, drawn[-1] + self.wave))
+        return drawn
+
+    def verdict(self, classes: Sequence[Sequence[int]], drawn: int, cap: int) -> AdaptiveStop | None:
+        """Whether the vote stops after `drawn` samples, and why (None: draw the next wave)."""
+        confidence = self.settled(classes, drawn, cap) if drawn < cap else None
+        if confidence is None and drawn < cap:
+            return None
+        return AdaptiveStop(
+            rule=self.rule,
+            threshold=self.limit,
+            drawn=drawn,
+            cap=cap,
+            reason="cap" if confidence is None else "settled",
+            confidence=confidence,
+        )
+
     def settled(self, classes: Sequence[Sequence[int]], drawn: int, cap: int) -> float | None:
         """The rule's confidence that the vote over `drawn` samples is settled (None: draw on). `classes`: the
         indices of each class of equivalent answers (samples with no answer belong to none)."""

@@ -4,12 +4,10 @@ free-form text: the medoid of the replies; any registered selector with `--selec
 
 from __future__ import annotations
 
-from typing import Literal
-
 from testtime.core.adaptive import Adaptive, AdaptiveStop
 from testtime.core.calls import Calls
 from testtime.core.errors import UserError
-from testtime.core.records import Candidate, Problem
+from testtime.core.records import Candidate, Completion, Problem
 from testtime.core.results import ProblemResult
 from testtime.core.rollout import RolloutEngine
 from testtime.methods import METHODS, MethodContext, PerProblem, SelectorChoice, make_candidates
@@ -72,16 +70,11 @@ async def _until_settled(
 ) -> tuple[list[Candidate], AdaptiveStop]:
     """The vote's samples in waves (the same call continued: a fixed run's first samples, seed for seed) until the
     rule finds it settled or `cap` are drawn."""
-    completions = await calls.sample("solve", rule.first(cap))
-    while True:
+    completions: list[Completion] = []
+    for drawn in rule.schedule(cap):
+        completions += await calls.sample("solve", drawn - len(completions))
         candidates = make_candidates(problem, completions)
-        drawn = len(candidates)
-        classes = selector.vote_classes(problem, [c.answer for c in candidates]) or []
-        confidence = rule.settled(classes, drawn, cap) if drawn < cap else None
-        if confidence is not None or drawn >= cap:
-            reason: Literal["settled", "cap"] = "cap" if confidence is None else "settled"
-            stop = AdaptiveStop(
-                rule=rule.rule, threshold=rule.limit, drawn=drawn, cap=cap, reason=reason, confidence=confidence
-            )
+        stop = rule.verdict(selector.vote_classes(problem, [c.answer for c in candidates]) or [], drawn, cap)
+        if stop is not None:
             return candidates, stop
-        completions += await calls.sample("solve", min(rule.wave, cap - drawn))
+    raise AssertionError("unreachable: the schedule ends at the cap, where every vote stops")

@@ -122,6 +122,11 @@ def check_sandbox_choice(settings: RunSettings) -> None:
 
 def check_run_flags(settings: RunSettings, plan: Plan) -> None:
     """A generic flag the method's plan leaves alone is a mistake, not a setting: say what to use instead."""
+    if plan.selector is not None and plan.selector.needs_token_stats() and settings.logprobs is None:
+        raise UserError(
+            f"the {plan.selector.name} selector as asked weighs each sample by its token confidence: add --logprobs "
+            "(hf: and vllm: give it; openai: and litellm: servers that return logprobs)"
+        )
     if settings.adaptive and plan.adaptive is None:
         raise UserError(
             f"--adaptive stops a vote once it is settled; --method {settings.method} draws no vote to stop "

@@ -81,6 +81,11 @@ class Selector(ABC):
         """Model calls selecting one problem makes by construction (at most): one per kind unless said."""
         return len(self.call_kinds())
 
+    def needs_token_stats(self) -> bool:
+        """Whether selecting reads each sample's token statistics (a confidence-weighted vote): a run without
+        them (`--logprobs`) is refused before anything is paid."""
+        return False
+
     def vote_classes(self, problem: Problem, answers: Sequence[str | None]) -> list[list[int]] | None:
         """The classes a vote over `answers` counts (indices of equivalent answers), for a vote drawn in waves that
         stops once settled (`--adaptive`); None: this selector weighs all the samples together, so it cannot say

@@ -57,18 +57,24 @@ def majority_vote(
     tie_policy: str = "earliest",
     rng: random.Random | None = None,
     clusters: Sequence[Sequence[int]] | None = None,
+    weights: Sequence[float] | None = None,
 ) -> Vote:
     """The vote over `answers`; `clusters` (indices per class) replaces the equivalence relation where
-    another one applies (programs: identical text)."""
+    another one applies (programs: identical text); `weights` (one a sample) weigh each vote instead of counting
+    it (a confidence-weighted vote), and the ratios are then shares of the total weight."""
     if tie_policy not in TIE_POLICIES:
         raise ValueError(f"tie policy must be one of {TIE_POLICIES}, not {tie_policy!r}")
     found = cluster_answers(answers) if clusters is None else [sorted(c) for c in clusters]
-    ranked = sorted(found, key=lambda c: (-len(c), c[0]))
+
+    def size(members: Sequence[int]) -> float:
+        return len(members) if weights is None else sum(weights[i] for i in members)
+
+    ranked = sorted(found, key=lambda c: (-size(c), c[0]))
     if not ranked:
         return Vote([], None, None, 0.0, 0.0, False)
-    top = len(ranked[0])
-    tied = [i for i, c in enumerate(ranked) if len(c) == top]
+    top = size(ranked[0])
+    tied = [i for i, c in enumerate(ranked) if size(c) == top]
     winner = (rng or random.Random(0)).choice(tied) if tie_policy == "random" else tied[0]
-    runner_up = max((len(c) for i, c in enumerate(ranked) if i != winner), default=0)
-    total = len(answers)
+    runner_up = max((size(c) for i, c in enumerate(ranked) if i != winner), default=0)
+    total = len(answers) if weights is None else sum(weights) or 1.0
     return Vote(ranked, winner, answers[ranked[winner][0]], top / total, (top - runner_up) / total, len(tied) > 1)
