@@ -84,6 +84,48 @@ def depth_width_command(
     )
 
 
+@ablate_app.command("adaptive")
+@run_settings(exclude=("adaptive", "adaptive_threshold"))
+def adaptive_command(
+    out: Annotated[Path, Opt(help="sweep folder: the fixed run, sweep.csv/json, PNG plots (resumable)")] = Path(
+        "ablation-adaptive"
+    ),
+    thresholds: Annotated[
+        str, Opt(help="the rule's thresholds, comma-separated (posterior: confidences; window: samples)")
+    ] = "0.8,0.9,0.95,0.99",
+    *,
+    flags: SharedFlags,
+) -> None:
+    """An early-stopping rule (--adaptive-rule) at several thresholds beside majority, as accuracy against tokens.
+
+    One fixed majority run at --n (the cap) is paid for; each threshold is read off its recorded samples, which
+    are exactly the samples an adaptive run draws first (same seeds), so the sweep costs that one run."""
+    from rich.table import Table
+
+    from testtime.cli.display import RunProgress, console, results_console
+    from testtime.experiments.adaptive_sweep import sweep
+
+    base = flags.settings("majority", {})
+    if base.adaptive_rule == "exact":
+        points_at: list[float | None] = [None]  # the exact rule has no threshold: one point
+    else:
+        try:
+            points_at = [float(part) for part in thresholds.split(",") if part.strip()]
+        except ValueError:
+            raise UserError(f"--thresholds expects comma-separated numbers, got '{thresholds}'") from None
+    try:
+        points, images = sweep(base, base.adaptive_rule, points_at, out, observe=lambda: RunProgress(flags.progress))
+    except ValueError as exc:  # a threshold the rule cannot take
+        raise UserError(f"--thresholds: {str(exc).splitlines()[-1].strip()}") from None
+    table = Table("series", "samples/problem", "tokens/problem", "accuracy", "95% CI", title=f"adaptive sweep: {out}")
+    for p in points:
+        table.add_row(
+            p.series, f"{p.rollouts:.2f}", f"{p.tokens:,.0f}", f"{p.accuracy:.3f}", f"[{p.ci_low:.3f}, {p.ci_high:.3f}]"
+        )
+    results_console.print(table)
+    console.print(f"wrote {out / 'sweep.csv'}, {out / 'sweep.json'}, " + ", ".join(map(str, images)), soft_wrap=True)
+
+
 def report_command(
     runs: Annotated[list[Path], typer.Argument(help="run directories, or folders of runs, to compare")],
     out: Annotated[Path, Opt(help="folder for report.json and comparison.png")] = Path("report"),

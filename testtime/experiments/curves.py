@@ -31,7 +31,7 @@ class Point(BaseModel):
     problems: int
 
 
-def _point(series: str, rollouts: float, tokens: float, per_problem: list[float]) -> Point:
+def point(series: str, rollouts: float, tokens: float, per_problem: list[float]) -> Point:
     interval = mean_ci(per_problem)
     if interval is None:
         raise ValueError(f"{series}: no problem to place a point on")
@@ -64,7 +64,7 @@ def run_points(path: Path) -> list[Point]:
                 accuracy = [float(r.correct) for r in records]  # code: the selection was made at n only
             else:
                 continue
-            points.append(_point("majority", k, tokens, accuracy))
+            points.append(point("majority", k, tokens, accuracy))
         return points
     if method in ("trt", "rsa"):
         label = _label(manifest.method)
@@ -75,9 +75,9 @@ def run_points(path: Path) -> list[Point]:
         for t in range(depth):
             step = t + 1
             tokens = sum(e.prompt_tokens + e.completion_tokens for e in paid if (e.step or 0) <= step) / problems
-            points.append(_point(label, width * step, tokens, [float(a.accuracy[t]) for a in audits]))
+            points.append(point(label, width * step, tokens, [float(a.accuracy[t]) for a in audits]))
             if method == "rsa":
-                points.append(_point(f"{label} pass@1", width * step, tokens, [a.rollout_mean[t] for a in audits]))
+                points.append(point(f"{label} pass@1", width * step, tokens, [a.rollout_mean[t] for a in audits]))
         return points
     accuracy = [float(r.correct) for r in records]
     if method == "ttrl":  # one point: the trained model's answer, at everything training cost (ttrl_compute)
@@ -86,9 +86,9 @@ def run_points(path: Path) -> list[Point]:
         if compute is None:
             raise ValueError(f"{path}: a TTRL run without its compute summary (did training finish?)")
         samples = sum(e.purpose in TRAINING_CALLS for e in paid) / problems
-        return [_point("ttrl (after training)", samples + 1, compute.tokens_per_problem, accuracy)]
+        return [point("ttrl (after training)", samples + 1, compute.tokens_per_problem, accuracy)]
     tokens = sum(e.prompt_tokens + e.completion_tokens for e in paid) / problems
-    return [_point(method, len(records[0].candidates), tokens, accuracy)]
+    return [point(method, len(records[0].candidates), tokens, accuracy)]
 
 
 def _label(described: dict[str, Any]) -> str:
