@@ -223,3 +223,28 @@ def test_an_online_update_alarm_sees_the_steps_of_the_updates_before_it(tmp_path
     reason = primed.update(collapsing)
     assert reason and "collapse" in reason
     assert primed_alarm([tmp_path / "none.jsonl"]).update(collapsing) is None  # nothing written: a fresh alarm
+
+
+def test_adaptive_draws_no_vote_only_samples_for_a_group_its_trained_samples_settle(tmp_path):
+    """--adaptive in training (OptPO's idea): the N_train trained samples are GRPO's and never cut; a prompt whose
+    trained samples already settle its vote at N_vote draws none of its vote-only samples, one split still does."""
+    from testtime.core.adaptive import Adaptive
+
+    reward, log = _reward(tmp_path, n_vote=12, n_train=4)
+    reward.vote_stop = Adaptive(rule="exact")  # p1: 4 of 4 agree, but 8 more could still outvote them
+    asked: list[int] = []
+
+    def extra(prompts, k):
+        asked.append(len(prompts))
+        return [[("\\boxed{3}", 2)] * k for _ in prompts]
+
+    reward.extra_votes = extra
+    batch = _batch([("p1", ["\\boxed{3}"] * 4), ("p2", ["\\boxed{8}", "\\boxed{9}", "\\boxed{8}", "\\boxed{9}"])])
+    reward(**batch, trainer_state=None)
+    assert asked == [2]  # exact: no group of 4 settles a vote of 12
+    reward.vote_stop = Adaptive(rule="posterior", threshold=0.95)  # 4 agreeing: 31/32 > 0.95, p1 settles
+    asked.clear()
+    reward(**batch, trainer_state=None)
+    assert asked == [1] and len(log.votes[-2].votes) == 4 and len(log.votes[-1].votes) == 12
+    vote_lines = [e for e in read_entries(tmp_path / "ledger.jsonl") if e.purpose == "ttrl_vote"]
+    assert len(vote_lines) == 8 + 8 + 8  # first step: both groups' 8 extras; second: p2's only

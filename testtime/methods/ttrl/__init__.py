@@ -86,7 +86,9 @@ class TTRL(Method):
                 "max_tokens": "use --method-opt max_response=N",
             },
             options=s,
-            adaptive=base.adaptive if stream else None,  # a stream's arrival is answered by a vote; offline: avg@k
+            # a stream's arrivals are answered by a vote, and training votes skip vote-only samples once settled;
+            # offline answers are the paper's avg@k and greedy protocol, never stopped early
+            adaptive=base.adaptive,
             backend="verl" if s.verl_run else "trl",
             tuned_on=TUNED_ON[s.preset],
         )

@@ -79,6 +79,7 @@ class TTRLLearner(Learner):
             oracle=ctx.oracle,
             stop_requested=lambda: ctx.engine.stop is not None,
             earlier_steps=earlier_steps,
+            vote_stop=ctx.plan.adaptive,
         )
         final = await asyncio.to_thread(train_ttrl, job)
         give_back_memory()

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from testtime.core.adaptive import Adaptive
 from testtime.core.errors import UserError
 from testtime.core.extras import require
 from testtime.core.ledger import Ledger, LedgerEntry
@@ -85,6 +86,7 @@ class TrainingJob:
     stop_requested: Callable[[], bool] = lambda: False
     # Online TTRL: the stream's earlier updates' steps.jsonl, so label flips and the collapse alarm span updates
     earlier_steps: tuple[Path, ...] = ()
+    vote_stop: Adaptive | None = None  # --adaptive: a prompt whose trained samples settle its vote draws no more
 
     @property
     def root(self) -> Path:
@@ -243,6 +245,7 @@ def _train(job: TrainingJob) -> Path | None:
         seed=job.seed,
         run_async=job.run_async,
         oracle=job.oracle,
+        vote_stop=job.vote_stop,
     )
     peft_config = None
     if settings.lora:

@@ -18,11 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from testtime.core.adaptive import Adaptive
 from testtime.core.jsonl import repair_tail
 from testtime.core.ledger import Ledger, LedgerEntry
 from testtime.core.oracle import LabelOracle
-from testtime.core.records import Message, Problem, TokenStats
+from testtime.core.records import Completion, Message, Problem, TokenStats
 from testtime.core.results import TTRLStep, TTRLVote, read_steps
+from testtime.methods import make_candidates
 from testtime.methods.ttrl.monitor import LabelHistory, vote_stats
 from testtime.methods.ttrl.recipe import TTRLSettings
 from testtime.methods.ttrl.rewards import TrainedReward
@@ -89,8 +91,10 @@ class VoteReward:
         seed: int = 0,
         run_async: RunAsync[Any] = asyncio.run,
         oracle: LabelOracle | None = None,
+        vote_stop: Adaptive | None = None,
     ) -> None:
         self.settings = settings
+        self.vote_stop = vote_stop  # --adaptive: the rule that lets a settled group skip its vote-only samples
         self.policy = settings.vote_policy()
         self.problems, self.selector, self.context = problems, selector, context
         self.ledger, self.model_name = ledger, model_name
@@ -125,7 +129,7 @@ class VoteReward:
         if extra_votes is not None:  # drawn with the rollouts (shared_rollouts), one list per row
             extras = [extra_votes[start] for start in starts]
         elif extra_needed and self.extra_votes:
-            extras = self.extra_votes([prompts[start] for start in starts], extra_needed)
+            extras = self._extras([prompts[start] for start in starts], problem_id, completions, starts, extra_needed)
         else:
             extras = [[] for _ in starts]
         step = int(getattr(trainer_state, "global_step", 0)) + 1
@@ -168,6 +172,25 @@ class VoteReward:
                 )
         self.buffer.put(votes, tokens)
         return [r for v in votes for r in v.rewards]
+
+    def _extras(
+        self, prompts: list[Any], problem_id: Sequence[str], completions: Sequence[Any], starts: range, needed: int
+    ) -> list[list[tuple[str, int]]]:
+        """The vote-only samples of each prompt's group: all `needed` of them, or (with --adaptive) none for a group
+        whose trained samples already settle the vote at its N_vote (the trained samples are GRPO's, never cut)."""
+        assert self.extra_votes is not None
+        group, wanted = self.settings.n_train, list(range(len(starts)))
+        if self.vote_stop is not None:
+            wanted = []
+            for g, start in enumerate(starts):
+                problem = self.problems[problem_id[start]]
+                texts = [completion_text(c) for c in completions[start : start + group]]
+                answers = [c.answer for c in make_candidates(problem, [Completion(text=t) for t in texts])]
+                classes = self.selector.vote_classes(problem, answers) or []
+                if self.vote_stop.verdict(classes, group, group + needed) is None:
+                    wanted.append(g)
+        drawn = iter(self.extra_votes([prompts[g] for g in wanted], needed) if wanted else [])
+        return [next(drawn) if g in wanted else [] for g in range(len(starts))]
 
     async def _votes(self, problem_ids: list[str], texts: list[list[str]], kept: list[list[int]]) -> list[TTRLVote]:
         return list(
