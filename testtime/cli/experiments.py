@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from testtime.cli.shared_flags import SharedFlags, run_settings
+from testtime.cli.shared_flags import ADAPTIVE, SharedFlags, run_settings
 from testtime.core.errors import UserError
 
 ablate_app = typer.Typer(help="Sweeps at matched compute, measured by the ledger.", no_args_is_help=True)
@@ -23,7 +23,7 @@ def _ints(text: str, flag: str) -> list[int]:
 
 
 @ablate_app.command("depth-width")
-@run_settings(exclude=("n",))
+@run_settings(exclude=("n", *ADAPTIVE))
 def depth_width_command(
     out: Annotated[Path, Opt(help="grid folder: sub-runs, grid.csv/json, PNG plots (resumable)")] = Path("ablation"),
     rounds: Annotated[int, Opt("--rounds", "-T", help="TRT depth; every t <= T comes from one run")] = 8,

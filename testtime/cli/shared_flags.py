@@ -136,6 +136,11 @@ SHARED: dict[str, tuple[Any, Any]] = {
 }
 
 
+# The early stop of a vote: a command whose runs draw no stoppable vote (a grid of TRT, verl's trainer, TTRL's
+# reward comparisons) leaves these flags out.
+ADAPTIVE = ("adaptive", "adaptive_rule", "adaptive_threshold", "adaptive_min")
+
+
 @dataclass(frozen=True)
 class SharedFlags:
     """The shared flags as given; `settings(...)` turns them into the run's `RunSettings`."""

@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from testtime.cli.shared_flags import SharedFlags, run_settings
+from testtime.cli.shared_flags import ADAPTIVE, SharedFlags, run_settings
 from testtime.core.errors import UserError
 from testtime.run.settings import RunSettings
 
@@ -30,6 +30,7 @@ VERL_ONLY += (
     "quiet",
     "routing",
     "n_per_request",
+    *ADAPTIVE,
 )
 
 
@@ -199,7 +200,7 @@ def write_evaluation_script(out: Path, settings: RunSettings) -> Path:
 
 
 @ttrl_app.command("compare")
-@run_settings(exclude=("n", "temperature", "top_p", "max_tokens"), defaults={"concurrency": 64})
+@run_settings(exclude=("n", "temperature", "top_p", "max_tokens", *ADAPTIVE), defaults={"concurrency": 64})
 def compare_command(
     out: Annotated[Path, Opt(help="folder for one sub-run per reward (resumable: run again to continue)")] = Path(
         "runs/ttrl-compare"
@@ -225,7 +226,7 @@ def compare_command(
 
 
 @ttrl_app.command("controls")
-@run_settings(exclude=("n", "temperature", "top_p", "max_tokens"), defaults={"concurrency": 64})
+@run_settings(exclude=("n", "temperature", "top_p", "max_tokens", *ADAPTIVE), defaults={"concurrency": 64})
 def controls_command(
     out: Annotated[Path, Opt(help="folder for one sub-run per reward (resumable: run again to continue)")] = Path(
         "runs/ttrl-controls"
