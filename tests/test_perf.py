@@ -13,6 +13,7 @@ PERF = Path(__file__).resolve().parents[1] / "perf"
 SCRIPTS = sorted(p.name for p in PERF.glob("*.py"))
 NEEDS = {  # what a script needs beyond the base install; without it, it is skipped here (CI has all of it)
     "adaptive.py": "torch",
+    "adaptive_ttrl.py": "trl",
     "hf_prefill.py": "torch",
     "ttrl_step.py": "trl",
     "stream.py": "trl",
@@ -22,7 +23,7 @@ NEEDS = {  # what a script needs beyond the base install; without it, it is skip
 }
 
 
-TAKES_A_MODEL = ("adaptive.py", "hf_prefill.py", "ttrl_step.py", "stream.py")
+TAKES_A_MODEL = ("adaptive.py", "adaptive_ttrl.py", "hf_prefill.py", "ttrl_step.py", "stream.py")
 
 
 def test_every_script_takes_smoke() -> None:
