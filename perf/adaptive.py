@@ -59,15 +59,20 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=16)
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--max-tokens", type=int, default=32)
+    parser.add_argument("--bench-opt", action="append", default=[], help="benchmark option KEY=VALUE (arith seed=1)")
+    parser.add_argument("--keep", type=Path, default=None, help="keep the two runs in this folder (default: none)")
     parser.add_argument("--smoke", action="store_true", help="4 problems, N 4")
     args = parser.parse_args()
     if args.smoke:
         args.problems, args.n = 4, 4
     model = f"hf:{args.model}" if Path(args.model).is_dir() else args.model
+    bench_options = dict(option.split("=", 1) for option in args.bench_opt)
     common = {"bench": args.bench, "model": model, "limit": args.problems, "n": args.n, "logprobs": 0,
-              "temperature": args.temperature, "max_tokens": args.max_tokens, "concurrency": 64}  # fmt: skip
-    with tempfile.TemporaryDirectory() as folder:
-        fixed_dir, adaptive_dir = Path(folder) / "fixed", Path(folder) / "adaptive"
+              "temperature": args.temperature, "max_tokens": args.max_tokens, "concurrency": 64,
+              "bench_options": bench_options}  # fmt: skip
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = args.keep or Path(scratch)
+        fixed_dir, adaptive_dir = folder / "fixed", folder / "adaptive"
         testtime.run_method("majority", out=fixed_dir, **common)  # type: ignore[arg-type]
         testtime.run_method("majority", out=adaptive_dir, adaptive=True, **common)  # type: ignore[arg-type]
         votes = FixedVotes.read(fixed_dir)
@@ -99,7 +104,9 @@ def main() -> None:
     else:
         print("no token statistics from this model: the weighted vote's rows are left out", file=sys.stderr)
     widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
-    print(f"{args.bench}, {len(records)} problems, {model}, T={args.temperature}, max tokens {args.max_tokens}")
+    options = "".join(f" {k}={v}" for k, v in bench_options.items())
+    sampled = f"T={args.temperature}, max tokens {args.max_tokens}"
+    print(f"{args.bench}{options}, {len(records)} problems, {model}, {sampled}")
     for line in table:
         print("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)))
     if mismatched:
