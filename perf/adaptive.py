@@ -28,8 +28,8 @@ from testtime.selectors import Selector, build_selector
 
 RULES = [
     Adaptive(rule="exact"),
+    Adaptive(rule="posterior", threshold=0.8),
     Adaptive(rule="posterior", threshold=0.95),
-    Adaptive(rule="posterior", threshold=0.99),
     Adaptive(rule="window", threshold=3),
     Adaptive(rule="window", threshold=4),
 ]

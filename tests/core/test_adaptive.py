@@ -33,7 +33,7 @@ def test_the_posterior_is_the_beta_probability_computed_exactly() -> None:
 
 
 def test_posterior_stops_four_agreeing_samples_and_not_three_of_four() -> None:
-    rule = Adaptive(rule="posterior")
+    rule = Adaptive(rule="posterior", threshold=0.95)
     assert rule.settled(classes(4), 4, 16) == pytest.approx(31 / 32)
     assert rule.settled(classes(3, 1), 4, 16) is None
     assert rule.settled(classes(6, 1), 7, 16) is not None
@@ -75,3 +75,10 @@ def test_window_stops_when_the_last_samples_agree() -> None:
 def test_a_threshold_the_rule_cannot_take_is_refused(rule: str, threshold: float, says: str) -> None:
     with pytest.raises(ValidationError, match=re.escape(says)):
         Adaptive(rule=rule, threshold=threshold)  # type: ignore[arg-type]
+
+
+def test_the_default_posterior_stops_three_of_four() -> None:
+    """At the default confidence, 0.8, three agreeing samples of four already stop a vote (13/16 = 0.8125)."""
+    assert Adaptive().limit == 0.8
+    assert Adaptive().settled(classes(3, 1), 4, 16) == pytest.approx(13 / 16)
+    assert Adaptive().settled(classes(2, 2), 4, 16) is None

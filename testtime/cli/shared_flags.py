@@ -128,7 +128,7 @@ SHARED: dict[str, tuple[Any, Any]] = {
         "posterior",
     ),
     "adaptive_threshold": (
-        Annotated[float | None, Opt(help="posterior: confidence (default 0.95); window: W samples (default 4)")],
+        Annotated[float | None, Opt(help="posterior: confidence (default 0.8); window: W samples (default 4)")],
         None,
     ),
     "adaptive_min": (Annotated[int, Opt(help="samples a vote draws before any stop")], 4),
