@@ -38,7 +38,12 @@ def test_majority_run_end_to_end_on_the_fake_model(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     config = json.loads((out / "config.json").read_text())
     assert config["run"]["method"] == "majority"
-    assert config["method"]["selector"] == {"name": "majority", "tie_policy": "earliest"}  # recorded as built
+    assert config["method"]["selector"] == {  # recorded as built, every option
+        "name": "majority",
+        "tie_policy": "earliest",
+        "weight": "count",
+        "keep": 1.0,
+    }
     assert "python" in config["versions"] and config["benchmark"]["digits"] == 2
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert len(records) == 5 and all(len(r["candidates"]) == 4 for r in records)

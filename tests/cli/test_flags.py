@@ -74,6 +74,9 @@ def test_ttrl_refuses_a_temperature_it_would_ignore(testtime_cli: Cli, tmp_path:
     assert done.returncode == 2 and "eval_temperature" in done.stderr, done.stderr
 
 
+RANDOM_TIES = {"name": "majority", "tie_policy": "random", "weight": "count", "keep": 1.0}  # every option recorded
+
+
 def test_selector_and_its_options_swap_and_are_recorded(testtime_cli: Cli, tmp_path: Path) -> None:
     out = tmp_path / "trt-majority"
     done = testtime_cli(
@@ -81,7 +84,7 @@ def test_selector_and_its_options_swap_and_are_recorded(testtime_cli: Cli, tmp_p
         *FAKE, "--out", str(out),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert method_config(out)["selector"] == {"name": "majority", "tie_policy": "random"}
+    assert method_config(out)["selector"] == RANDOM_TIES
     [record] = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()][:1]
     assert record["rounds"][0]["selection"]["selector"] == "majority"
 
@@ -90,7 +93,7 @@ def test_selector_options_given_as_method_options_still_reach_the_selector(testt
     out = tmp_path / "majority"
     done = testtime_cli("run", "--method", "majority", "--method-opt", "tie_policy=random", *FAKE, "--out", str(out))
     assert done.returncode == 0, done.stderr
-    assert method_config(out)["selector"] == {"name": "majority", "tie_policy": "random"}
+    assert method_config(out)["selector"] == RANDOM_TIES
 
 
 def test_help_and_list_show_each_methods_options(testtime_cli: Cli) -> None:
