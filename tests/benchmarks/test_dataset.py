@@ -316,3 +316,17 @@ def test_a_hub_dataset_is_read_with_its_split_and_config(monkeypatch: pytest.Mon
     monkeypatch.setattr(datasets, "load_dataset", offline)
     with pytest.raises(UserError, match=r"cannot load hub dataset org/comp .* ConnectionError: no network"):
         benchmark_for("hf:org/comp")
+
+
+def test_a_template_is_text_its_other_braces_kept(tmp_path: Path) -> None:
+    """`\\boxed{}` in a template (the no-answer warning's own advice) once raised str.format's IndexError; a
+    statement that itself holds "{choices}" is not filled twice; any other brace stays as written."""
+    template = tmp_path / "prompt.txt"
+    template.write_text('Put the final answer in \\boxed{}. JSON is fine too: {"a": 1}.\n{problem}')
+    rows = [{"id": "q1", "problem": "What is {choices} + 1 when {choices} is 2?", "answer": "3"}]
+    bench = Dataset(source=str(_jsonl(tmp_path / "m.jsonl", rows)), template=str(template))
+    [problem], _ = bench.load()
+    [message] = bench.prompt(problem)
+    assert message.content == (
+        'Put the final answer in \\boxed{}. JSON is fine too: {"a": 1}.\nWhat is {choices} + 1 when {choices} is 2?'
+    )

@@ -20,6 +20,7 @@ import hashlib
 import json
 import math
 import random
+import re
 import string
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -175,7 +176,7 @@ class Dataset(Benchmark):
     def _has_tests(self) -> bool:
         return bool(self.mapping.get("public_tests") or self.mapping.get("private_tests"))
 
-    def _template(self) -> str | None:
+    def _template(self) -> str | None:  # a user's prompt file: text with {problem} (and {choices}) in it
         if self.dataset.template is None:
             return None
         path = Path(self.dataset.template).expanduser()
@@ -306,10 +307,8 @@ class Dataset(Benchmark):
         choices = problem.metadata.get("choices") or []
         listed = "\n".join(f"{string.ascii_uppercase[i]}) {text}" for i, text in enumerate(choices))
         if self.template is not None:
-            return [
-                *system,
-                Message(role="user", content=self.template.format(problem=problem.statement, choices=listed)),
-            ]
+            asked = fill(self.template, problem=problem.statement, choices=listed)
+            return [*system, Message(role="user", content=asked)]
         if self.domain == "choice":
             return [*system, Message(role="user", content=f"{problem.statement}\n\n{listed}\n\n{CHOICE_INSTRUCTION}")]
         if self.domain == "text":  # free-form: the request as it is, no answer format imposed
@@ -391,3 +390,12 @@ def _choice_letter(row: Row, answer: str, options: list[str]) -> str:
     raise UserError(
         f"{row.where}: answer '{answer:.60}' is neither a letter, an index nor one of the {len(options)} choices"
     )
+
+
+_FIELD = re.compile(r"\{(problem|choices)\}")
+
+
+def fill(template: str, **values: str) -> str:
+    """A prompt template is text, not a format string: `{problem}` and `{choices}` are replaced in one pass (a
+    statement holding "{choices}" stays as written), every other brace is kept (`\\boxed{}`, JSON, LaTeX)."""
+    return _FIELD.sub(lambda found: values[found[1]], template)
