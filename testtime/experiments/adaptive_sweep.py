@@ -13,7 +13,7 @@ import asyncio
 import json
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,7 @@ class FixedVotes:
     records: list[ResultRecord]
     tokens: dict[str, list[int]]  # problem → each sample's prompt + completion tokens, by sample index
     cap: int
+    majority: Selector = field(default_factory=lambda: build_selector("majority"))  # built once, asked per vote
 
     @classmethod
     def read(cls, path: Path) -> FixedVotes:
@@ -54,15 +55,13 @@ class FixedVotes:
     def pick(self, record: ResultRecord, k: int, selector: Selector | None = None) -> int | None:
         """The majority selector's pick among the first k samples (a sample's place; None: all abstained)."""
         problem = Problem(id=record.problem_id, domain="math", statement="")
-        chosen = asyncio.run(
-            (selector or build_selector("majority")).select(problem, record.candidates[:k], SelectionContext())
-        )
+        chosen = asyncio.run((selector or self.majority).select(problem, record.candidates[:k], SelectionContext()))
         return next((i for i, c in enumerate(record.candidates) if c.index == chosen.index), None)
 
     def stop(self, rule: Adaptive, record: ResultRecord) -> int:
         """The samples `rule` draws for this problem: its waves walked over the recorded samples."""
         answers = [c.answer for c in record.candidates]
-        classes = build_selector("majority").vote_classes
+        classes = self.majority.vote_classes
         problem = Problem(id=record.problem_id, domain="math", statement="")
         for drawn in rule.schedule(self.cap):
             if rule.verdict(classes(problem, answers[:drawn]), drawn, self.cap) is not None:

@@ -137,11 +137,7 @@ class ServedRun:
         seed = request.sampling.get("seed", secrets.randbits(31))
         given = {k: request.sampling.get(k, getattr(self.settings, k)) for k in ("temperature", "top_p", "max_tokens")}
         n = request.n if request.n is not None else self.settings.n
-        asked = request.adaptive
-        adaptive = self.settings.stopping() if asked is None or asked is True else asked or None
-        if asked is True and adaptive is None:  # the request asks; the server has no rule of its own: the default
-            adaptive = Adaptive()
-        base = RunBase(model=self.settings.model, n=n, seed=seed, adaptive=adaptive, **given)
+        base = RunBase(model=self.settings.model, n=n, seed=seed, adaptive=self._stopping(request), **given)
         try:
             plan = completed(method, method.plan(ProblemSet(request.domain), base))
         except UserError as exc:
@@ -154,6 +150,16 @@ class ServedRun:
                 "(--max-request-calls)"
             )
         return PlannedRequest(method, plan, seed)
+
+    def _stopping(self, request: ServedRequest) -> Adaptive | None:
+        """A request's early stop: the server's (nothing asked), the server's or the default rule (true), none
+        (false), or the request's own rule."""
+        asked = request.adaptive
+        if asked is None:
+            return self.settings.stopping()
+        if asked is True:
+            return self.settings.stopping() or Adaptive()
+        return asked or None
 
     def prompt(self, request: ServedRequest) -> list[Message]:
         """The conversation as the client sent it; math asks for a boxed answer (the vote reads it) unless the
