@@ -90,6 +90,12 @@ def _killed_owner(backend: str) -> int:
     return process.pid
 
 
+def _left_by(pid: int, client: object | None) -> list[object]:
+    """The dead resources the run killed as `pid` left: another process's leftovers (a parallel suite, a code
+    evaluation on the same machine) come and go on their own, so a check looks at its own only."""
+    return [x for x in leftovers(client) if x.state == "dead" and x.pid == pid]
+
+
 @pytest.mark.parametrize("backend", ["docker", "bwrap"])
 def test_a_starting_sandbox_reaps_what_a_killed_run_left(backend: str) -> None:
     client = _docker_client() if backend == "docker" else None
@@ -98,27 +104,27 @@ def test_a_starting_sandbox_reaps_what_a_killed_run_left(backend: str) -> None:
         containers = client.containers.list(all=True, filters={"label": "testtime.sandbox"})  # type: ignore[attr-defined]
         dead = [c for c in containers if owner_state(c.labels.get("testtime.owner")) == "dead"]
         assert dead, "a killed run's containers carry its identity and are seen as dead"
-    left = [x for x in leftovers(client) if x.state == "dead"]
+    left = _left_by(pid, client)
     if backend == "bwrap" and not left:
         pytest.skip("no cgroups here: bubblewrap leaves nothing behind to reap")
     assert left, f"the run killed as pid {pid} left nothing to find"
     with open_sandbox(backend):
         pass
-    assert not [x for x in leftovers(client) if x.state == "dead"]
+    assert not _left_by(pid, client)
 
 
-def _dead_after_a_kill(backend: str) -> tuple[object | None, list[object]]:
+def _dead_after_a_kill(backend: str) -> tuple[object | None, int, list[object]]:
     client = _docker_client() if backend == "docker" else None
-    _killed_owner(backend)
-    dead = [x for x in leftovers(client) if x.state == "dead"]
+    pid = _killed_owner(backend)
+    dead = _left_by(pid, client)
     if not dead:
         pytest.skip("no cgroups here: bubblewrap leaves nothing behind")
-    return client, dead
+    return client, pid, dead
 
 
 @pytest.mark.parametrize("backend", ["docker", "bwrap"])
 def test_check_lists_what_a_killed_run_left(backend: str, testtime_cli) -> None:  # type: ignore[no-untyped-def]
-    _, dead = _dead_after_a_kill(backend)
+    _, _, dead = _dead_after_a_kill(backend)
     check = testtime_cli("sandbox", "check", "--sandbox", backend, timeout=300)
     assert check.returncode == 0, check.stderr
     assert all(x.describe() in check.stderr for x in dead), check.stderr
@@ -126,11 +132,11 @@ def test_check_lists_what_a_killed_run_left(backend: str, testtime_cli) -> None:
 
 @pytest.mark.parametrize("backend", ["docker", "bwrap"])
 def test_clean_removes_what_a_killed_run_left(backend: str, testtime_cli) -> None:  # type: ignore[no-untyped-def]
-    client, dead = _dead_after_a_kill(backend)
+    client, pid, dead = _dead_after_a_kill(backend)
     cleaned = testtime_cli("sandbox", "clean")
     assert cleaned.returncode == 0, cleaned.stderr
     assert all(f"removed {x.describe()}" in cleaned.stderr for x in dead), cleaned.stderr
-    assert not [x for x in leftovers(client) if x.state == "dead"]
+    assert not _left_by(pid, client)
 
 
 def test_clean_never_touches_a_live_run(testtime_cli) -> None:  # type: ignore[no-untyped-def]

@@ -67,11 +67,17 @@ def _local_state(name: str) -> State:
     return _state(int(match.group(1)), int(match.group(2))) if match else "unknown"
 
 
+def _pid_of(tag: str) -> int | None:
+    match = _LOCAL_NAME.match(tag)
+    return int(match.group(1)) if match else None
+
+
 @dataclass(frozen=True)
 class Leftover:
     kind: Literal["container", "cgroup", "folder"]
     name: str
     state: State
+    pid: int | None = None  # the owner's pid where the resource names one (so a check can look at its own only)
 
     def describe(self) -> str:
         return f"{self.kind} {self.name} (owner {self.state})"
@@ -80,14 +86,19 @@ class Leftover:
 def containers(client: Any) -> list[tuple[Leftover, Any]]:
     # another run's sandbox may remove its containers between the listing and their inspection
     found = client.containers.list(all=True, filters={"label": CONTAINER_LABEL}, ignore_removed=True)
-    return [(Leftover("container", c.name, owner_state(c.labels.get(OWNER_LABEL))), c) for c in found]
+    return [
+        (Leftover("container", c.name, owner_state(owner), _pid_of((owner or "").rpartition(":")[2] + "-")), c)
+        for c in found
+        for owner in [c.labels.get(OWNER_LABEL)]
+    ]
 
 
 def folders() -> list[Leftover]:
     root = Path(tempfile.gettempdir())
     return [
-        Leftover("folder", str(p), _local_state(p.name.removeprefix(FOLDER_PREFIX)))
+        Leftover("folder", str(p), _local_state(tag), _pid_of(tag))
         for p in root.glob(f"{FOLDER_PREFIX}*")
+        for tag in [p.name.removeprefix(FOLDER_PREFIX)]
         if p.is_dir()
     ]
 
@@ -97,7 +108,8 @@ def cgroups() -> list[Leftover]:
     # v1 controllers' folders, and the unified (v2) root itself
     for folder in (CGROUP_ROOT / "memory", CGROUP_ROOT / "pids", CGROUP_ROOT / "cpu", CGROUP_ROOT):
         for group in folder.glob(f"{CGROUP_PREFIX}*"):
-            found.append(Leftover("cgroup", str(group), _local_state(group.name.removeprefix(CGROUP_PREFIX))))
+            tag = group.name.removeprefix(CGROUP_PREFIX)
+            found.append(Leftover("cgroup", str(group), _local_state(tag), _pid_of(tag)))
     return found
 
 
