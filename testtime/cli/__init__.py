@@ -89,7 +89,21 @@ def _add_commands() -> None:
     app.command("export")(export_command)
 
 
+# Below this width rich's option table squeezes each description into a column of ~15 characters: click's
+# plain layout (each description beside its option, or below it when the option is long) reads at 80 columns.
+RICH_HELP_MIN_COLUMNS = 120
+
+
+def _plain_help_when_narrow() -> None:
+    import shutil
+
+    import typer.core
+
+    typer.core.HAS_RICH = typer.core.HAS_RICH and shutil.get_terminal_size().columns >= RICH_HELP_MIN_COLUMNS
+
+
 def main(argv: list[str] | None = None) -> Any:
+    _plain_help_when_narrow()
     try:
         args = _take_plugins(list(sys.argv[1:] if argv is None else argv))
         _register(args)  # after the plugin files are known: `run --help` lists their flags
