@@ -314,8 +314,67 @@ def test_a_hub_dataset_is_read_with_its_split_and_config(monkeypatch: pytest.Mon
         raise ConnectionError("no network")
 
     monkeypatch.setattr(datasets, "load_dataset", offline)
+    monkeypatch.setattr(datasets, "get_dataset_split_names", offline)
     with pytest.raises(UserError, match=r"cannot load hub dataset org/comp .* ConnectionError: no network"):
         benchmark_for("hf:org/comp")
+
+
+@pytest.mark.parametrize(
+    ("bench", "hub_id", "answer", "graded"),
+    [
+        ("aime26", "MathArena/aime_2026", 42, "\\boxed{042}"),
+        ("hmmt-feb26", "MathArena/hmmt_feb_2026", "\\frac{1}{2}", "\\boxed{0.5}"),
+    ],
+)
+def test_the_2026_sets_load_from_their_hub_datasets_only_split(
+    monkeypatch: pytest.MonkeyPatch, bench: str, hub_id: str, answer: object, graded: str
+) -> None:
+    """MathArena's 2026 sets as the hub serves them (offline here: `datasets` replaced): one split, `train`;
+    `problem_idx` the id, AIME's answer an integer."""
+    datasets = pytest.importorskip("datasets")
+    monkeypatch.delenv("TESTTIME_DATA_DIR", raising=False)
+    asked = []
+
+    def load_dataset(name: str, config: str | None, split: str) -> list[dict[str, Any]]:
+        asked.append((name, config, split))
+        return [{"problem_idx": i, "problem": f"Problem {i}", "answer": answer} for i in (1, 2)]
+
+    monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+    problems, references = benchmark_for(bench).load()
+    assert asked == [(hub_id, None, "train")]
+    assert [p.id for p in problems] == ["1", "2"] and benchmark_for(bench).grade(graded, references["1"]).correct
+
+
+@pytest.mark.parametrize("bench", ["aime26", "hmmt-feb26"])
+def test_the_2026_sets_load_from_a_data_folder(tmp_path: Path, bench: str) -> None:
+    _jsonl(tmp_path / f"{bench}.jsonl", [{"id": "p1", "problem": "What is 1+1?", "answer": "2"}])
+    problems, references = benchmark_for(bench, tmp_path).load()
+    assert [p.id for p in problems] == ["p1"] and references["p1"].answer == "2"
+
+
+def test_a_hub_dataset_without_a_named_split_uses_its_only_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    datasets = pytest.importorskip("datasets")
+    splits = {"org/one": ["train"], "org/many": ["train", "validation", "test"]}
+    asked = []
+    monkeypatch.setattr(datasets, "get_dataset_split_names", lambda name, config: splits[name])
+    monkeypatch.setattr(datasets, "load_dataset", lambda name, config, split: asked.append(split) or [
+        {"id": "a", "problem": "What is 1+1?", "answer": "2"}])  # fmt: skip
+    bench = benchmark_for("hf:org/one")
+    assert asked == ["train"] and bench.describe()["split"] == "train"
+    with pytest.raises(UserError, match=r"org/many has splits train, validation, test: name one with --bench-opt"):
+        benchmark_for("hf:org/many")
+
+
+def test_an_offline_built_in_set_names_the_data_folder(monkeypatch: pytest.MonkeyPatch) -> None:
+    datasets = pytest.importorskip("datasets")
+
+    def offline(*_: Any, **__: Any) -> None:
+        raise ConnectionError("no network")
+
+    monkeypatch.delenv("TESTTIME_DATA_DIR", raising=False)
+    monkeypatch.setattr(datasets, "load_dataset", offline)
+    with pytest.raises(UserError, match=r"no network; offline\? give --data-dir .* holding aime24.jsonl"):
+        benchmark_for("aime24")
 
 
 def test_a_template_is_text_its_other_braces_kept(tmp_path: Path) -> None:

@@ -89,7 +89,8 @@ class Benchmark(ABC):
 BENCHMARKS: Registry[Benchmark] = Registry(
     "benchmark",
     tuple(
-        f"testtime.benchmarks.{m}" for m in ("aime24", "aime25", "amc23", "math500", "hmmt", "arith", "lcb", "pyfunc")
+        f"testtime.benchmarks.{m}"
+        for m in ("aime24", "aime25", "aime26", "amc23", "math500", "hmmt", "arith", "lcb", "pyfunc")
     ),
 )
 

@@ -76,7 +76,7 @@ class DatasetOptions(Options):
     func_name: str | None = Field(None, description="code: the column naming the function to call")
     template: str | None = Field(None, description="a prompt file with {problem} (and {choices} for choice)")
     system: str | None = Field(None, description="a system prompt")
-    split: str = Field("test", description="hub: the split")
+    split: str | None = Field(None, description="hub: the split (default: the dataset's only one)")
     config: str | None = Field(None, description="hub: the configuration")
     timeout: float = Field(6.0, gt=0, description="code: seconds per test")
 
@@ -103,6 +103,7 @@ class Dataset(Benchmark):
         rows reads three; the data's sha256 is still of the whole file."""
         self.source = source
         self.limit = limit
+        self.split: str | None = None  # a hub dataset's split, as read
         super().__init__(data_dir, **options)
         # a user's file: the options given; a built-in benchmark: its preset mapping (it takes no options)
         self.dataset = preset or self.options
@@ -138,7 +139,10 @@ class Dataset(Benchmark):
 
     def _read(self) -> list[Row]:
         if self.source.startswith("hf:"):
-            return hub_rows(self.source.removeprefix("hf:"), self.dataset.split, self.dataset.config, self.source)
+            rows, self.split = hub_rows(
+                self.source.removeprefix("hf:"), self.dataset.split, self.dataset.config, self.source
+            )
+            return rows
         return file_rows(Path(self.source).expanduser(), self.limit)
 
     def _map(self) -> dict[str, str | None]:
@@ -197,7 +201,9 @@ class Dataset(Benchmark):
         described = {**super().describe(), "source": self.source, "domain": self.domain, "rows": rows}
         described["domain_from"] = "data" if self.chosen else "option"  # --domain auto chose it, or the user
         described["columns"] = {role: column for role, column in self.mapping.items() if column}
-        if not self.source.startswith("hf:"):
+        if self.source.startswith("hf:"):
+            described["split"] = self.split
+        else:
             described["sha256"] = self._sha256()
         if self.template is not None:
             described["template_text"] = self.template

@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 
 from testtime.benchmarks.base import data_dir
 from testtime.benchmarks.dataset import INSTRUCTION, Dataset, DatasetOptions, graded_answer
+from testtime.core.errors import UserError
 from testtime.core.options import Options
 
 __all__ = ["INSTRUCTION", "MathBenchmark", "graded_answer"]
@@ -37,7 +38,14 @@ class MathBenchmark(Dataset):
             problem, answer, id_field = self.hub_fields
             source = f"hf:{self.hub_id}"
             preset = DatasetOptions(problem=problem, answer=answer, id=id_field, split=self.hub_split)
-        super().__init__(data_dir, source=source, preset=preset.model_copy(update={"domain": "math"}), **options)
+        try:
+            super().__init__(data_dir, source=source, preset=preset.model_copy(update={"domain": "math"}), **options)
+        except UserError as exc:
+            if folder is not None:
+                raise
+            raise UserError(
+                f"{exc}; offline? give --data-dir (or TESTTIME_DATA_DIR) a folder holding {self.name}.jsonl"
+            ) from None
 
     @staticmethod
     def _folder(explicit: str | Path | None) -> Path | None:

@@ -188,17 +188,31 @@ def read_jsonl(path: Path, required: tuple[str, ...], id_field: str | None = Non
     return list(rows)
 
 
-def hub_rows(hub_id: str, split: str, config: str | None, for_what: str) -> list[Row]:
-    """Rows of a public hub dataset (needs the `datasets` package and network)."""
+def hub_rows(hub_id: str, split: str | None, config: str | None, for_what: str) -> tuple[list[Row], str]:
+    """Rows of a public hub dataset (needs the `datasets` package and network), and the split they came from:
+    the one named, else the dataset's only split (MathArena's sets have only `train`); several: name one."""
     try:
         import datasets
     except ImportError:
         raise UserError(f"{for_what} loads hub dataset {hub_id}, which needs `pip install 'testtime[hub]'`") from None
     try:
+        if split is None:
+            split = _only_split(hub_id, config, datasets.get_dataset_split_names(hub_id, config))
         loaded = datasets.load_dataset(hub_id, config, split=split)
+    except UserError:
+        raise
     except Exception as exc:  # noqa: BLE001 - offline, gated, renamed, no such split: all mean "cannot load it"
         raise UserError(
-            f"cannot load hub dataset {hub_id} (config {config}, split {split}) for {for_what}: "
+            f"cannot load hub dataset {hub_id} (config {config}, split {split or 'any'}) for {for_what}: "
             f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
         ) from None
-    return [_row(dict(v), f"{hub_id} [{split}] row {n}", f"row {n}") for n, v in enumerate(loaded, 1)]
+    return [_row(dict(v), f"{hub_id} [{split}] row {n}", f"row {n}") for n, v in enumerate(loaded, 1)], split
+
+
+def _only_split(hub_id: str, config: str | None, names: list[str]) -> str:
+    if len(names) == 1:
+        return names[0]
+    raise UserError(
+        f"hub dataset {hub_id}{f' (config {config})' if config else ''} has splits {', '.join(names) or 'none'}: "
+        "name one with --bench-opt split=NAME"
+    )
