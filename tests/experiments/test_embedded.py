@@ -114,3 +114,37 @@ def test_a_tiny_depth_width_ablation_with_a_local_model(
     assert {p["series"] for p in points} >= {"trt K=1", "trt K=2", "majority", "rsa N=2 K=2"}
     for name in ("accuracy_vs_rollouts.png", "accuracy_vs_tokens.png"):
         assert (out / name).stat().st_size > 1000
+
+
+WORD_PROBLEMS = (
+    "Question,Answer\n"
+    '"Tom has 3 apples and buys 4 more. How many apples does he have?",7\n'
+    '"A box holds 5 pens. How many pens are in 2 boxes?",10\n'
+    '"Sara had 9 candies and ate 4. How many are left?",5\n'
+    '"There are 6 birds and 2 fly away. How many remain?",4\n'
+)
+
+
+def test_the_no_answer_warnings_advice_works_as_written_on_the_embedded_model(
+    tmp_path: Path, testtime_cli: Callable[..., Any]
+) -> None:
+    """README step 4 on plain word problems: the embedded model never boxes and the run says so; the template the
+    warning points to (docs/own-data.md's own block, read from the page) makes it answer."""
+    import re
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "own-data.md").read_text()
+    (tmp_path / "template.txt").write_text(re.search(r"```text\n(Question:.*?)```", page, re.S).group(1))  # type: ignore[union-attr]
+    (tmp_path / "my.csv").write_text(WORD_PROBLEMS)
+    base = "run --bench my.csv --bench-opt problem=Question --bench-opt answer=Answer --n 4 --max-tokens 128".split()
+    env = {"HF_HUB_OFFLINE": "1"}
+
+    def answered(out: str, *extra: str) -> tuple[int, str]:
+        ran = testtime_cli(*base, *extra, "--out", out, cwd=tmp_path, env=env, timeout=900)
+        assert ran.returncode == 0, ran.stderr[-3000:]
+        records = [json.loads(line) for line in (tmp_path / out / "results.jsonl").read_text().splitlines()]
+        return sum(c["answer"] is not None for r in records for c in r["candidates"]), ran.stderr
+
+    count, said = answered("plain")
+    assert count == 0 and "--bench-opt template=FILE with one worked example" in " ".join(said.split())
+    count, said = answered("shown", "--bench-opt", "template=template.txt")
+    assert count >= 4 and "no sample gave an answer" not in said

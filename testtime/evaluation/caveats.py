@@ -60,7 +60,8 @@ def measured_nothing(records: Sequence[ResultRecord], method: str = "") -> list[
         warnings.append(f"{ALL_CUT}: raise {token_flag(method)} (reasoning models need thousands of tokens)")
     if all(c.answer is None for c in samples):
         warnings.append(
-            "no sample gave an answer (math looks for a final \\boxed{}, code for a ```python block): check the "
-            "prompt template, or grade free-form replies with --bench-opt domain=text"
+            "no sample gave an answer (math looks for a final \\boxed{}, code for a ```python block): a small model "
+            "boxes when shown how: --bench-opt template=FILE with one worked example ending in \\boxed{...} and "
+            "{problem} (docs/own-data.md), or grade free-form replies with --bench-opt domain=text"
         )
     return warnings
