@@ -287,6 +287,59 @@ def test_an_installed_packages_entry_points_register_by_name(tmp_path: Path, tes
     assert json.loads((out / "summary.json").read_text())["method"] == "late-single"
 
 
+def _installed(tmp_path: Path) -> dict[str, str]:
+    """A package installed (on PYTHONPATH, with its dist-info) whose entry point registers a method; the
+    plugins page's shout.py shape: it imports METHODS and registers before any built-in method loaded."""
+    site = tmp_path / "site"
+    (site / "shoutplug").mkdir(parents=True)
+    (site / "shoutplug" / "__init__.py").write_text(
+        "from testtime.api import METHODS\nfrom testtime.methods.single import Single\n\n"
+        "@METHODS.register('shout', help='one sample')\nclass Shout(Single):\n    pass\n"
+    )
+    info = site / "shoutplug-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: shoutplug\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[testtime]\nshout = shoutplug\n")
+    return {"PYTHONPATH": str(site)}
+
+
+def test_list_credits_no_builtin_to_a_loaded_plugin(tmp_path: Path, testtime_process) -> None:
+    """`testtime --plugin shout.py list` once listed majority, rsa, single and trt as the plugin's: its register
+    loaded the built-ins while it was the plugin loading."""
+    text = "from testtime.api import METHODS\nfrom testtime.methods.single import Single\n\n"
+    text += "@METHODS.register('shout', help='one sample')\nclass Shout(Single):\n    pass\n"
+    plugin = _plugin(tmp_path, text, "shout.py")
+    for env, args in (({}, ("--plugin", str(plugin))), (_installed(tmp_path), ())):
+        listed = testtime_process(*args, "list", env={**env, "COLUMNS": "400"})
+        assert listed.returncode == 0, listed.stderr
+        rows = [line for line in listed.stdout.splitlines() if line.startswith("│ method")]
+        credited = [line.split("│")[2].strip() for line in rows if "(plugin" in line]
+        assert credited == ["shout"], rows
+
+
+def test_an_installed_method_plugin_leaves_the_projects_own_tests_green(tmp_path: Path) -> None:
+    """The suite's tests of the built-ins (every method's plan, the registry's built-in names) with a method
+    plugin installed: they once failed by the dozen (`METHODS.builtin_names()` was `['ttrl']`)."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, **_installed(tmp_path)}
+    env.pop("PYTEST_XDIST_WORKER", None)
+    # another registry's lookup loads the plugins first (as `list` and the suite's earlier tests do)
+    probe = "import testtime.benchmarks as b; b.load_benchmarks(); from testtime.methods import METHODS as M; "
+    probe += "print(M.builtin_names())"
+    names = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, cwd=root)
+    assert "'majority'" in names.stdout and "'shout'" not in names.stdout, names.stdout + names.stderr
+    suite = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--import-mode=importlib",
+         "tests/methods/test_plan.py", "tests/core/test_registry.py"],
+        env=env, capture_output=True, text=True, cwd=root, timeout=600,
+    )  # fmt: skip
+    assert suite.returncode == 0, suite.stdout[-3000:]
+
+
 def test_the_plugin_bound_keeps_the_hosts_own_alarm(tmp_path: Path, monkeypatch) -> None:
     """Loading plugins from a program that has an alarm of its own (pytest-timeout, math-verify's timeouts) leaves
     that alarm pending, not cancelled."""

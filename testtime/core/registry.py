@@ -32,7 +32,9 @@ class Registry(Generic[T]):
         def decorate(factory: Callable[..., T]) -> Callable[..., T]:
             if factory.__module__ not in self.builtins:  # a built-in's own import must not import the others
                 self.load_builtins()
-            plugin = plugins.loading_plugin()
+            # Credited by where the factory was written: a plugin whose own `register` loads the built-ins runs
+            # their registrations while it is "the plugin loading", and must not take credit for them.
+            plugin = None if factory.__module__.partition(".")[0] == "testtime" else plugins.loading_plugin()
             if name in self._factories:  # the built-ins are in by now: a plugin cannot take one's name
                 raise ValueError(f"{self.kind} '{name}' registered twice")
             if plugin is not None:
