@@ -4,6 +4,7 @@ every test that passed --quiet."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -39,3 +40,47 @@ def test_a_batch_and_its_resume_with_stderr_to_a_file(tmp_path: Path) -> None:
     assert "Traceback" not in said and "progress: 3/3 problems" in said
     status, said = logged(tmp_path, "run", "--resume", str(out))
     assert status == 0 and "Traceback" not in said, said
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])  # closed on leaving: nothing listens there
+
+
+def test_a_trt_run_against_a_dead_upstream_ends_within_seconds(tmp_path: Path) -> None:
+    """Once 91 calls × 6 attempts over 150 s before "every model call failed": connection refused on a run's
+    first calls is a dead server, so the run stops cleanly (exit 4, resumable) and says what to check."""
+    import time
+
+    base = f"http://127.0.0.1:{_closed_port()}/v1"
+    started = time.monotonic()
+    status, said = logged(tmp_path, "run", "--method", "trt", "--bench", "arith", "--limit", "8", "--model",
+                          "openai:mock", "--api-base", base, "--out", str(tmp_path / "dead"))  # fmt: skip
+    assert status == 4 and "Traceback" not in said, said
+    assert "no server is listening" in said and f"run --resume {tmp_path / 'dead'}" in said
+    assert "--max-cost X" not in said  # not a budget: resuming needs no larger one
+    assert time.monotonic() - started < 60
+
+
+def test_serve_refuses_to_start_without_a_listening_upstream(tmp_path: Path) -> None:
+    base = f"http://127.0.0.1:{_closed_port()}/v1"
+    status, said = logged(tmp_path, "serve", "--model", "openai:mock", "--api-base", base, "--port", "0",
+                          "--out", str(tmp_path / "served"))  # fmt: skip
+    assert status == 2 and "no upstream server is listening" in said and "Traceback" not in said, said
+
+
+def test_max_cost_over_unpriced_calls_says_so_and_price_makes_it_bind(tmp_path: Path) -> None:
+    from testtime.models.mock_server import MockChatServer
+
+    with MockChatServer() as upstream:
+        common = ["run", "--bench", "arith", "--limit", "4", "--n", "2", "--model", "openai:mock", "--api-base",
+                  upstream.url, "--max-cost", "0.00001", "--concurrency", "1"]  # fmt: skip
+        status, said = logged(tmp_path, *common, "--out", str(tmp_path / "unpriced"))
+        assert status == 0 and "--max-cost cannot bind: openai:mock returns no price" in " ".join(said.split())
+        status, said = logged(tmp_path, *common, "--price", "50,100", "--out", str(tmp_path / "priced"))
+    assert "cannot bind" not in said and "cost budget reached" in said, said
+    summary = json.loads((tmp_path / "priced" / "summary.json").read_text())
+    assert summary["ledger"]["cost_usd"] > 0 and summary["problems"] < 4

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from testtime.core.cache import CompletionCache
-from testtime.core.errors import ModelError, TransientModelError
+from testtime.core.errors import BudgetExhausted, ModelError, TransientModelError
 from testtime.core.ledger import Ledger, read_entries
 from testtime.core.records import Message, SamplingParams
 from testtime.core.rollout import RetryPolicy, RolloutEngine
@@ -297,3 +297,54 @@ def test_a_call_cancelled_in_flight_keeps_its_ledger_line(tmp_path: Path) -> Non
     assert len(entries) == 3
     assert all(e.error and "cancelled in flight" in e.error and not e.tokens_known for e in entries)
     assert ledger.totals.calls == 3 and ledger.totals.unknown_token_calls == 3
+
+
+class _Refused(FakeModel):
+    """Refuses connections on the calls in `refused` (1-based), answers the others."""
+
+    def __init__(self, refused: set[int]) -> None:
+        super().__init__()
+        self.refused, self.tried = refused, 0
+
+    async def generate(self, messages: Sequence[Message], n: int, params: SamplingParams) -> list:  # type: ignore[override]
+        from testtime.core.errors import Unreachable
+
+        self.tried += 1
+        if self.tried in self.refused:
+            raise Unreachable("no server answered (ClientConnectorError: connection refused)")
+        return await super().generate(messages, n, params)
+
+
+def test_a_dead_upstream_on_the_first_call_stops_the_run_at_once() -> None:
+    """Connection refused before any call was answered is a dead server, not a transient error: one try, then a
+    clean stop (resumable), not six attempts a call for every call of the run."""
+    from testtime.core.errors import UpstreamDown
+
+    model = _Refused(refused=set(range(1, 100)))
+    dead = engine(model, concurrency=1, retry=RetryPolicy(max_attempts=6, base_delay_s=5))
+    with pytest.raises(UpstreamDown, match="no server is listening"):
+        asyncio.run(dead.sample(PROMPT, 8, SamplingParams(seed=1)))
+    assert model.tried == 1 and dead.ledger.totals.calls == 0  # nothing was sent, nothing paid
+
+
+def test_an_upstream_that_answered_once_is_retried_when_it_refuses() -> None:
+    model = _Refused(refused={2})
+    alive = engine(model, concurrency=1)
+    completions = asyncio.run(alive.sample(PROMPT, 2, SamplingParams(seed=1)))
+    assert all(c.error is None for c in completions) and model.tried == 3 and alive.stop is None
+
+
+def test_a_price_per_token_prices_the_calls_a_backend_leaves_unpriced() -> None:
+    from testtime.core.rollout import TokenPrice
+
+    class Unpriced(FakeModel):
+        async def generate(self, messages: Sequence[Message], n: int, params: SamplingParams) -> list:  # type: ignore[override]
+            return [c.model_copy(update={"cost_usd": None}) for c in await super().generate(messages, n, params)]
+
+    priced = engine(Unpriced(), price=TokenPrice(1.0, 2.0), max_cost_usd=1e-9)
+    [completion] = asyncio.run(priced.sample(PROMPT, 1, SamplingParams(seed=1)))
+    usage = completion.usage
+    expected = (usage.prompt_tokens * 1.0 + usage.completion_tokens * 2.0) / 1e6
+    assert expected > 0 and priced.ledger.totals.cost_usd == pytest.approx(expected)
+    with pytest.raises(BudgetExhausted):  # the budget binds on the computed cost
+        asyncio.run(priced.sample(PROMPT, 1, SamplingParams(seed=2)))

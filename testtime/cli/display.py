@@ -35,10 +35,10 @@ ERROR_WARNING = 0.05  # a share of failed samples that a reader must be told abo
 PROGRESS_LINE_S = 10.0
 EXIT_ALL_FAILED = 3  # `testtime run`'s exit status when no call succeeded: nothing was measured
 EXIT_STOPPED = 4  # `testtime run`'s exit status when a budget stopped it before the end (resume to finish)
-console = Console(stderr=True)  # progress and status
+console = Console(stderr=True, emoji=False)  # progress and status; "openai:x:" is a model name, not an emoji
 # Results: tables a user may pipe or redirect. Piped, rich would cut them to 80 columns ("meth…"): a file
 # gets room for every cell (tables stay as narrow as their contents).
-results_console = Console(width=None if sys.stdout.isatty() else 200)
+results_console = Console(width=None if sys.stdout.isatty() else 200, emoji=False)
 
 
 class _ConsoleLines(logging.Handler):

@@ -161,7 +161,7 @@ def _open_run(
     from testtime.run.settings import ResumeChanges
 
     if resume:
-        changes = {k: getattr(flags, k) for k in ("max_cost", "max_tokens_total", "api_key_env", "routing")}
+        changes = {k: getattr(flags, k) for k in ("max_cost", "max_tokens_total", "price", "api_key_env", "routing")}
         if flags.api_base:
             changes["api_base"] = flags.settings("single", {}).api_base
         if ctx.get_parameter_source("request_timeout").name == "COMMANDLINE":
@@ -187,15 +187,22 @@ def _open_run(
 
 def _show_outcome(summary: RunSummary, path: Path, summary_path: Path) -> None:
     """The results table, its warnings, how to continue a stopped run, and where to look next."""
+    from rich.markup import escape
+
     from testtime.cli.display import command, console, print_warnings, results_console, summary_table
 
     title = f"{summary.method} on {summary.bench} · {summary.model}"
     results_console.print(summary_table(summary, title, solver_sampling_flags(path)))
     print_warnings(summary)
     if summary.stopped:
+        budget = "budget reached" in summary.stopped
         console.print(
-            f"[yellow]stopped: {summary.stopped}.[/yellow] Continue with a larger budget:\n"
-            f"  {command()} run --resume {path} --max-cost X --max-tokens-total N",
+            f"[yellow]stopped: {escape(summary.stopped)}.[/yellow] "
+            + (
+                f"Continue with a larger budget:\n  {command()} run --resume {path} --max-cost X --max-tokens-total N"
+                if budget
+                else f"Continue:\n  {command()} run --resume {path}"
+            ),
             soft_wrap=True,
         )
     console.print(f"summary: {summary_path}", soft_wrap=True)

@@ -95,6 +95,16 @@ SHARED: dict[str, tuple[Any, Any]] = {
     ),
     "sandbox": (Annotated[str, Opt(help="code benchmarks: auto | docker | bwrap (never the bare host)")], "auto"),
     "max_cost": (Annotated[float | None, Opt(help="stop cleanly at this spend (USD); resume with a larger one")], None),
+    "price": (
+        Annotated[
+            str | None,
+            Opt(
+                help="PROMPT,COMPLETION: USD per million tokens, for a model whose calls come back unpriced (openai: "
+                "servers, a model litellm has no price for), so --max-cost binds; resumable with another"
+            ),
+        ],
+        None,
+    ),
     "max_tokens_total": (Annotated[int | None, Opt(help="stop cleanly at this many tokens; resumable")], None),
     "logprobs": (
         Annotated[

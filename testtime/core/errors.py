@@ -34,6 +34,10 @@ class TransientModelError(ModelError):
         self.retry_after = retry_after
 
 
+class Unreachable(TransientModelError):
+    """No server could be connected to (connection refused, no such host): nothing was sent, nothing paid."""
+
+
 class MalformedAnswer(TransientModelError):
     """The server answered 200 with something that is not a chat completion: paid for, and unusable. Retried a
     bounded number of times; every such attempt is a ledger line of its own, with the tokens it reported."""
@@ -72,6 +76,11 @@ class BudgetExhausted(RunStopped):
             f"{self.kind} budget reached: {self._amount(spent)} spent of {self._amount(self.limit)} "
             "(calls already in flight when it was reached finished and are counted)"
         )
+
+
+class UpstreamDown(RunStopped):
+    """The run's first calls found no server listening: a dead upstream is not a transient error, so the run stops
+    within seconds (resumable once the server is up) instead of retrying every call to the end."""
 
 
 class Interrupted(RunStopped):

@@ -26,6 +26,12 @@ class LanguageModel(ABC):
     # --n-per-request the engine then asks for a problem's samples in one call (one prefill).
     takes_n: bool = False
 
+    @property
+    def prices_calls(self) -> bool:
+        """Whether each call comes back with its cost (local compute: $0); False where the price is unknown (a
+        remote OpenAI-compatible server, a model litellm has no price for): `--max-cost` then needs `--price`."""
+        return True
+
     @abstractmethod
     async def generate(self, messages: Sequence[Message], n: int, params: SamplingParams) -> list[Completion]:
         """Return `n` samples for one conversation."""

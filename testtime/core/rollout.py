@@ -26,6 +26,8 @@ from testtime.core.errors import (
     PlanError,
     RunStopped,
     TransientModelError,
+    Unreachable,
+    UpstreamDown,
 )
 from testtime.core.ledger import Ledger, LedgerEntry
 from testtime.core.model import CALL_PROBLEM, LanguageModel
@@ -80,6 +82,20 @@ def _refusal(declared: _Declared, params: SamplingParams, problem_id: str, purpo
     if differs:
         return f"a '{purpose}' call sending {', '.join(differs)}: take its sampling from the plan, ctx.on(problem)"
     return None
+
+
+@dataclass(frozen=True)
+class TokenPrice:
+    """`--price`: USD per million prompt and completion tokens, for the calls whose cost the backend does not
+    know (a remote server, an unpriced litellm model), so `--max-cost` binds and the summary's cost is a figure."""
+
+    prompt_per_mtok: float
+    completion_per_mtok: float
+
+    def cost(self, usage: Usage) -> float | None:
+        if not usage.known:
+            return None
+        return (usage.prompt_tokens * self.prompt_per_mtok + usage.completion_tokens * self.completion_per_mtok) / 1e6
 
 
 @dataclass(frozen=True)
@@ -161,8 +177,10 @@ class RolloutEngine:
         logprobs: int | None = None,
         n_per_request: bool = False,
         seeds: SeedScheme = "per-problem",
+        price: TokenPrice | None = None,
     ) -> None:
         self.model = model
+        self.price = price
         self.seeds = seeds
         self.n_per_request = n_per_request  # a problem's samples in one request where the backend takes `n`
         self.logprobs = logprobs  # --logprobs: every call asks for its samples' token statistics
@@ -175,6 +193,10 @@ class RolloutEngine:
         self._slots = asyncio.Semaphore(concurrency)
         self.trace = trace or Trace(None)
         self.stop: RunStopped | None = None  # set by `request_stop`: no new call starts after it
+        # A run's first calls finding no server listening stop it (UpstreamDown) rather than retry every call to
+        # the end; once any call was answered, an unreachable server is a transient outage. Serve turns it off.
+        self.stop_when_unreachable = True
+        self._answered = False
         self._secret_values: list[str] | None = None
         # per problem, the next sample index of each call (model, messages, params, purpose): a second `sample`
         # of the same call draws new samples, not the first ones back from the cache
@@ -202,6 +224,7 @@ class RolloutEngine:
             logprobs=self.logprobs,
             n_per_request=self.n_per_request,
             seeds=self.seeds,
+            price=self.price,
         )
 
     def close(self) -> None:
@@ -344,6 +367,8 @@ class RolloutEngine:
         entry.truncated = completion.finish_reason == "length"
         entry.latency_s = completion.latency_s
         entry.cost_usd = completion.cost_usd
+        if entry.cost_usd is None and self.price is not None and completion.error is None:
+            entry.cost_usd = self.price.cost(completion.usage)
         entry.error = completion.error
         entry.request_samples = together if together > 1 else None
         self.ledger.record(entry)
@@ -408,6 +433,7 @@ class RolloutEngine:
                     except asyncio.CancelledError:  # sent, perhaps paid: never missing from the ledger
                         self._cancelled_in_flight(entry, time.perf_counter() - started)
                         raise
+                self._answered = True
                 if len(result) != n:
                     raise MalformedAnswer(f"{len(result)} samples where {n} were asked for")
                 return result, attempt
@@ -426,6 +452,14 @@ class RolloutEngine:
                     message = f"no answer within the request timeout of {policy.call_timeout_s:g} s"
                 else:
                     message = str(exc) or type(exc).__name__
+                if isinstance(exc, Unreachable) and self.stop_when_unreachable and not self._answered:
+                    self.request_stop(
+                        UpstreamDown(
+                            f"{self.model_name}: no server is listening ({message}) and no call has reached one: "
+                            "is it running, and is --api-base right? Resume once it is up"
+                        )
+                    )
+                    raise self.stop.again() from None  # type: ignore[union-attr] - set just above
                 if attempt == policy.max_attempts:
                     return [self._failed(message, reason, started, attempt)] * n, attempt
                 await asyncio.sleep(policy.delay(attempt, retry_after))

@@ -17,7 +17,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from testtime.core.errors import MalformedAnswer, ModelError, TransientModelError, UserError
+from testtime.core.errors import MalformedAnswer, ModelError, TransientModelError, Unreachable, UserError
 from testtime.core.model import LanguageModel
 from testtime.core.records import Completion, Message, SamplingParams, TokenStats, usage_from
 from testtime.core.rollout import parse_retry_after
@@ -142,7 +142,8 @@ class LiteLLMModel(LanguageModel):
             if any(words in str(exc) for words in MALFORMED):  # a 200 that litellm could not parse: paid for
                 said = str(exc).splitlines()[0].split(" Traceback")[0]  # litellm puts its own traceback inline
                 raise MalformedAnswer(f"{type(exc).__name__}: {said[:300]}") from None
-            raise TransientModelError(f"{type(exc).__name__}: {exc}", retry_after=_retry_after(exc)) from None
+            kind = Unreachable if _refused(exc) else TransientModelError
+            raise kind(f"{type(exc).__name__}: {exc}", retry_after=_retry_after(exc)) from None
         except litellm.APIError as exc:
             status = getattr(exc, "status_code", None)
             if isinstance(status, int) and status >= 500:
@@ -169,6 +170,12 @@ class LiteLLMModel(LanguageModel):
             if params.logprobs is None
             else served_token_stats(getattr(choice, "logprobs", None), params.logprobs),
         )
+
+    @property
+    def prices_calls(self) -> bool:
+        """litellm's own price list (bundled: no network) knows the model, with or without its provider prefix."""
+        prices = getattr(self._litellm, "model_cost", {}) or {}
+        return self.model in prices or self.model.split("/", 1)[-1] in prices
 
     def _cost(self, response: Any) -> float | None:
         try:
@@ -283,3 +290,15 @@ def logprob_request(params: SamplingParams) -> dict[str, Any]:
 def as_list(api_base: str | Sequence[str] | None) -> list[str]:
     """`api_base` as one URL (older callers) or several."""
     return [api_base] if isinstance(api_base, str) else list(api_base or [])
+
+
+def _refused(exc: BaseException) -> bool:
+    """Whether the error's cause is a connection refused (litellm wraps it three layers deep, as a 500)."""
+    seen: BaseException | None = exc
+    for _ in range(10):
+        if seen is None:
+            return False
+        if isinstance(seen, ConnectionRefusedError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from testtime.core.errors import MalformedAnswer, ModelError, TransientModelError, UserError
+from testtime.core.errors import MalformedAnswer, ModelError, TransientModelError, Unreachable, UserError
 from testtime.core.model import CALL_PROBLEM, LanguageModel
 from testtime.core.records import Completion, Message, SamplingParams, Usage, usage_from
 from testtime.core.rollout import parse_retry_after
@@ -59,6 +59,10 @@ class OpenAIModel(LanguageModel):
         self._key = self._api_key()
         for url in api_bases:
             self.add_server(url)
+
+    @property
+    def prices_calls(self) -> bool:
+        return self.price is not None
 
     def add_server(self, url: str) -> None:
         def make_session(_: str) -> Any:
@@ -140,7 +144,7 @@ class OpenAIModel(LanguageModel):
         if params.stop:
             request["stop"] = list(params.stop)
         request |= logprob_request(params)
-        last = ""
+        last, refused = "", True
         for server in self.fleet.order(CALL_PROBLEM.get()):
             if n > 1 and not server.takes_n:
                 request.pop("n", None)
@@ -151,12 +155,13 @@ class OpenAIModel(LanguageModel):
             except (aiohttp.ClientError, asyncio.TimeoutError) as exc:  # refused, reset, timed out
                 server.failed(time.monotonic())  # out for a while; the call goes to the next server now
                 last = f"{type(exc).__name__}: {exc}"
+                refused = refused and isinstance(exc, aiohttp.ClientConnectorError)
                 continue
             finally:
                 server.in_flight -= 1
             if status >= 500:
                 server.failed(time.monotonic())
-                last = _status_text(status, body)
+                last, refused = _status_text(status, body), False
                 continue
             if status in (408, 409, 429):  # the server is fine; this call may succeed later
                 raise TransientModelError(_status_text(status, body), retry_after=_retry_after(headers))
@@ -167,7 +172,7 @@ class OpenAIModel(LanguageModel):
             if len(completions) < request.get("n", 1):
                 server.takes_n = False  # llama.cpp's server, for one, answers one choice whatever `n` says
             return completions[:n]
-        raise TransientModelError(f"no server answered ({last})")
+        raise (Unreachable if refused and last else TransientModelError)(f"no server answered ({last})")
 
 
 def _next_seed(params: SamplingParams, offset: int) -> SamplingParams:

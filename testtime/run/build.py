@@ -120,6 +120,17 @@ def check_sandbox_choice(settings: RunSettings) -> None:
         raise UserError(f"--sandbox must be one of {', '.join(CHOICES)}, not '{settings.sandbox}'")
 
 
+def budget_warnings(settings: RunSettings, model: Any) -> list[str]:
+    """A budget that cannot bind, said before the first call: --max-cost over a model whose calls come back
+    unpriced would let the run spend without limit (the ledger's cost stays $0 and unknown)."""
+    if settings.max_cost is None or settings.price or model is None or model.prices_calls:
+        return []
+    return [
+        f"--max-cost cannot bind: {settings.model} returns no price for its calls; give --price PROMPT,COMPLETION "
+        "(USD per million tokens), or bound tokens with --max-tokens-total"
+    ]
+
+
 def check_run_flags(settings: RunSettings, plan: Plan) -> None:
     """A generic flag the method's plan leaves alone is a mistake, not a setting: say what to use instead."""
     if plan.selector is not None and plan.selector.needs_token_stats() and settings.logprobs is None:

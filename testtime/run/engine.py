@@ -17,7 +17,7 @@ from testtime.core.checkpoint import RoundCheckpoints
 from testtime.core.ledger import Ledger
 from testtime.core.oracle import LabelOracle
 from testtime.core.records import Message, Problem
-from testtime.core.rollout import RetryPolicy, RolloutEngine, declared_calls
+from testtime.core.rollout import RetryPolicy, RolloutEngine, TokenPrice, declared_calls
 from testtime.core.trace import Trace
 from testtime.methods import MethodContext
 from testtime.methods.legacy import direct_call_warning
@@ -42,6 +42,7 @@ def open_engine(settings: RunSettings, model: Any, directory: RunDir, cache_of: 
         logprobs=settings.logprobs,
         n_per_request=settings.n_per_request,
         seeds=settings.seeds,
+        price=TokenPrice(*settings.price) if settings.price else None,
     )
 
 

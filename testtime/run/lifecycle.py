@@ -20,7 +20,7 @@ from typing import IO, Any
 from testtime.core.errors import UserError
 from testtime.core.secrets import REDACTED, redact_url
 from testtime.evaluation.caveats import plan_warnings
-from testtime.run.build import RunParts, build_parts, check_run_flags, data_changed
+from testtime.run.build import RunParts, budget_warnings, build_parts, check_run_flags, data_changed
 from testtime.run.directory import LOCK, RunDir, default_run_path
 from testtime.run.manifest import Effective, Resumed, RunManifest, now
 from testtime.run.settings import ResumeChanges, RunSettings, versions
@@ -73,7 +73,7 @@ def create(settings: RunSettings, out: Path | None, runs_root: Path = Path("runs
         versions=versions(),
     )
     directory.write_manifest(manifest)
-    notes = list(parts.benchmark.notes)
+    notes = list(parts.benchmark.notes) + [f"warning: {w}" for w in budget_warnings(settings, parts.model)]
     plan = manifest.effective
     if plan is not None:
         notes += [f"warning: {w}" for w in plan_warnings(plan.sampling, plan.n, plan.planned_calls_per_problem)]
@@ -113,6 +113,7 @@ def resume(path: Path, changes: ResumeChanges | None = None) -> OpenRun:
     if manifest.effective is None:  # written before effective settings were recorded: record them now
         manifest = manifest.model_copy(update={"effective": parts.effective()})
     directory.write_manifest(manifest)
+    notes += [f"warning: {w}" for w in budget_warnings(settings, parts.model)]
     return OpenRun(directory, manifest, parts, notes=notes, lock=lock, settings_used=settings)
 
 

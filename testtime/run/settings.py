@@ -8,6 +8,7 @@ served, how patiently): nothing that would change what a finished problem's answ
 
 from __future__ import annotations
 
+import math
 import platform
 from dataclasses import fields
 from importlib import metadata
@@ -58,6 +59,8 @@ class RunSettings(BaseModel):
     request_timeout: float = Field(default=600.0, gt=0)  # seconds per attempt; a reasoning call may take minutes
     max_cost: float | None = Field(default=None, gt=0)  # USD; stops cleanly, resumable with a larger budget
     max_tokens_total: int | None = Field(default=None, gt=0)
+    # USD per million prompt and completion tokens, for calls whose backend does not price them (--price)
+    price: list[float] | None = None
     logprobs: int | None = Field(default=None, ge=0, le=20)  # token statistics per sample; k alternatives a token
     stream: bool = False  # problems arrive one at a time, each answered before anything is learned from it
     shuffle: bool = False  # a stream in a seeded shuffle of the dataset's order (--seed)
@@ -73,6 +76,7 @@ class RunSettings(BaseModel):
     adaptive_min: int = Field(default=4, ge=1)  # samples before any stop
 
     _urls = field_validator("api_base")(_http_urls)
+    _price = field_validator("price", mode="before")(lambda given: _price_pair(given))
 
     @field_validator("shard")
     @classmethod
@@ -113,6 +117,7 @@ class ResumeChanges(BaseModel):
 
     max_cost: float | None = Field(default=None, gt=0)
     max_tokens_total: int | None = Field(default=None, gt=0)
+    price: list[float] | None = None
     api_base: list[str] | None = None  # a replacement server, or a different fleet
     api_key_env: str | None = None
     routing: Literal["affinity", "least-loaded"] | None = None
@@ -120,9 +125,24 @@ class ResumeChanges(BaseModel):
     concurrency: int | None = Field(default=None, ge=1)
 
     _urls = field_validator("api_base")(lambda bases: None if bases is None else _http_urls(bases))
+    _price = field_validator("price", mode="before")(lambda given: _price_pair(given))
 
     def given(self) -> dict[str, Any]:
         return {k: v for k, v in self.model_dump().items() if v is not None}
+
+
+def _price_pair(given: Any) -> list[float] | None:
+    """`--price PROMPT,COMPLETION` (USD per million tokens): two finite numbers ≥ 0."""
+    if given is None:
+        return None
+    parts = given.split(",") if isinstance(given, str) else list(given)
+    try:
+        pair = [float(part) for part in parts]
+    except (TypeError, ValueError):
+        pair = []
+    if len(pair) != 2 or not all(math.isfinite(x) and x >= 0 for x in pair):
+        raise ValueError(f"expected PROMPT,COMPLETION in USD per million tokens (e.g. 0.15,0.60), got {given!r}")
+    return pair
 
 
 def versions() -> dict[str, str]:

@@ -10,9 +10,11 @@ from pathlib import Path
 
 from testtime.core.errors import UserError
 from testtime.core.ledger import LedgerTotals
+from testtime.core.secrets import redact_url
 from testtime.evaluation.summary import RunSummary
 from testtime.methods import Method
 from testtime.methods.plan import Plan
+from testtime.models.reachable import unreachable
 from testtime.run.build import build_method, build_model, check_run_flags, check_sandbox_choice, plan_of
 from testtime.run.directory import request_methods
 from testtime.run.lifecycle import ServedDir, open_served
@@ -59,6 +61,7 @@ def serve(
     listener = _listen(host, port)  # a port in use fails here, before a run directory exists
     served_as = {"name": "served", "domain": domain, "format_hint": format_hint}
     try:
+        _check_upstream(settings.api_base)
         opened = open_served(settings, out, served_as, effective, dict(plan.method), model.describe())
     except BaseException:
         listener.close()  # refused (a live run's lock, another model): the port goes back at once
@@ -113,6 +116,13 @@ def _summarize(
         complete=True,
         warnings=served_warnings(sum(1 for r in requests if r.get("warnings"))),
     )
+
+
+def _check_upstream(urls: list[str]) -> None:
+    """Refused before the first client waits through every retry for a 502 (a fleet routes around a dead few)."""
+    if urls and len(dead := unreachable(urls)) == len(urls):
+        said = "; ".join(f"{redact_url(url)} ({why})" for url, why in dead.items())
+        raise UserError(f"no upstream server is listening: {said}; start it, or check --api-base")
 
 
 def served_warnings(greedy_requests: int) -> list[str]:

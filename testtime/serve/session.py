@@ -102,6 +102,8 @@ class ServedRun:
         self.opened, self.settings, self.domain, self.format_hint = opened, settings, domain, format_hint
         self.directory = opened.directory
         self.engine = open_engine(settings, model, self.directory)
+        # serve checked its upstream at start: an outage later fails those requests (502), never the endpoint
+        self.engine.stop_when_unreachable = False
         self.session = Session(self.directory, self.engine, unlabelled_of, record_problems=True)
         self.sandbox: Sandbox | None = None
         self._sandbox_lock = asyncio.Lock()
