@@ -373,14 +373,16 @@ def test_the_plugin_pages_selector_and_reward_do_what_the_page_says(tmp_path: Pa
     plugin = _plugin(tmp_path, source[1], "terse.py")
     out = tmp_path / "run"
     replies = tmp_path / "replies.json"
-    replies.write_text(json.dumps(["\\boxed{123}", "\\boxed{7}", "\\boxed{45}"]))
+    replies.write_text(json.dumps(["\\boxed{123}", "\\boxed{7}", "\\boxed{45}", "\\boxed{7}"]))
     result = testtime_process(
-        "run", "--plugin", str(plugin), "--method", "majority", "--selector", "shortest", "--n", "3", "--bench",
+        "run", "--plugin", str(plugin), "--method", "majority", "--selector", "shortest", "--n", "4", "--bench",
         "arith", "--limit", "2", "--model", f"fake:file:{replies}", "--out", str(out), "--quiet",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert [r["prediction"] for r in records] == ["7", "7"]
+    predictions = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
+    assert [p["confidence"] for p in predictions] == [0.5, 0.5]  # two of four said 7 (once reported 0.0)
     script = (
         f"from testtime.api import use_plugin_files\nuse_plugin_files([{str(plugin)!r}])\n"
         "from testtime.rewards import reward_function\nr = reward_function('terse')\n"

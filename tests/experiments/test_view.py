@@ -190,6 +190,7 @@ def test_an_unlabelled_runs_inspect_log_has_no_target_no_grade_and_its_label_fre
     assert [e.scorer for e in sample.events if e.event == "score"] == ["label_free"]
     assert log.results.scores[0].metrics == {} and log.results.scores[1].metrics["mean"].value == 1.0
     assert str(sample.input).count("What is 2+2?") >= 1
+    assert log.eval.task == "testtime/majority/mine"  # the file's name, never its absolute path
 
 
 @needs_chromium

@@ -113,7 +113,8 @@ def eval_log(run: LoadedRun) -> Any:
         status="success" if summary is not None and summary.complete else "cancelled",
         eval=EvalSpec(
             created=created,
-            task=f"testtime/{settings.method}/{settings.bench}",
+            # a data file's name, never its path (`--bench /data/x.jsonl` once made "testtime/majority//data/x.jsonl")
+            task=f"testtime/{settings.method}/{manifest.benchmark.get('name') or Path(settings.bench).stem}",
             task_args={"bench": settings.bench, **manifest.benchmark},
             solver=settings.method,
             solver_args=manifest.method,
