@@ -278,6 +278,26 @@ def test_progress_counts_calls_and_rounds_against_what_is_planned() -> None:
     assert (calls.completed, calls.total, rounds.completed, rounds.total) == (7, 26, 1, 4)
 
 
+def test_a_training_runs_progress_lines_count_its_optimiser_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """TTRL trains before it answers: off a terminal its lines once said `0/16 problems` for 12.5 of 15 minutes;
+    each line now says how many optimiser steps have trained."""
+    from testtime.cli import display
+    from testtime.core.ledger import LedgerEntry, LedgerTotals
+    from testtime.run.observer import ProgressPlan
+
+    totals = LedgerTotals()
+    lines = display.RunProgress(enabled=True)
+    assert lines.lines, "the suite's stderr is no terminal: the plain-line path"
+    lines.start(ProgressPlan(problems=16, done=0, totals=totals))
+    for _ in range(3):
+        totals.add(LedgerEntry(kind="train_step", seconds=1.0))
+    monkeypatch.setattr(display, "PROGRESS_LINE_S", 0.0)
+    with display.console.capture() as captured:
+        lines.tick(rounds_done=0)
+    lines.stop()
+    assert "progress: 0/16 problems" in captured.get() and "trained steps 3" in captured.get()
+
+
 def test_a_local_model_says_it_is_loading_before_the_first_answer(tmp_path: Path) -> None:
     """The embedded model takes seconds (its first conversion ~30 s) before any call lands: the terminal
     says so on a line of its own, rather than sitting at 0/N."""

@@ -139,3 +139,20 @@ def test_an_unfinished_run_in_a_folder_is_listed_as_unfinished_not_a_refusal(
     assert "batch, unfinished" in listed and "served, unfinished" in listed
     alone = testtime_cli("report", str(killed))  # nothing finished to compare: the error says how to go on
     assert alone.returncode == 2 and f"testtime run --resume {killed}" in alone.stderr
+
+
+def test_a_run_that_answered_nothing_is_still_listed(testtime_cli: Cli, tmp_path: Path) -> None:
+    """A run stopped before its first answer (a dead upstream) once vanished from `testtime runs`."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    out = str(tmp_path / "runs" / "dead")
+    stopped = testtime_cli("run", "--bench", "arith", "--limit", "2", "--model", "openai:mock", "--api-base",
+                           f"http://127.0.0.1:{closed}/v1", "--out", out, "--quiet")  # fmt: skip
+    assert stopped.returncode == 4, stopped.stderr
+    listed = testtime_cli("runs", str(tmp_path / "runs"), env={"COLUMNS": "200"})
+    assert listed.returncode == 0, listed.stderr
+    [row] = [line for line in listed.stdout.splitlines() if "dead" in line]
+    assert "majority" in row and " 0 " in row

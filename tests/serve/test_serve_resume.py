@@ -151,6 +151,8 @@ def test_a_served_run_of_the_previous_release_continues(tmp_path: Path, testtime
     assert resumed["changed"]["api_base"] == [upstream.url]  # the new upstream, recorded
     reported = testtime_cli("report", str(out), "--out", str(tmp_path / "report"), "--json")
     assert reported.returncode == 0, reported.stderr
+    [row] = json.loads((tmp_path / "report" / "report.json").read_text())["runs"]
+    assert row["method"] == "majority+trt"  # what answered, as its summary says (once: "majority")
     shown = index(load_run(out))  # the viewer: the run under every method that answered, each request under its own
     assert shown["method"] == "majority+trt" and [p["method"] for p in shown["problems"]] == methods
 

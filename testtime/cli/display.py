@@ -98,7 +98,9 @@ class RunProgress:
         assert self.plan is not None
         t = self.plan.totals
         cost = f"${t.cost_usd:.4f}" if t.cost_known else f"${t.cost_usd:.4f}+?"
-        return f"calls {t.calls} (cached {t.cache_hits}, errors {t.errors}) · tokens {t.tokens:,} · {cost}"
+        # TTRL trains before it answers: its optimiser steps are the progress while the problem count sits at 0
+        trained = f" · trained steps {t.train_steps}" if t.train_steps else ""
+        return f"calls {t.calls} (cached {t.cache_hits}, errors {t.errors}) · tokens {t.tokens:,} · {cost}{trained}"
 
     def tick(self, rounds_done: int, advance: int = 0) -> None:
         if self.plan is None or self.task is None:

@@ -264,7 +264,7 @@ def runs_command(
     from rich.table import Table
 
     from testtime.cli.display import results_console
-    from testtime.experiments.runs import COLUMNS, run_rows
+    from testtime.experiments.runs import COLUMNS, run_rows, unanswered_runs
 
     rows = run_rows(paths)
     if csv:
@@ -288,4 +288,8 @@ def runs_command(
             f"{sum(r['tokens'] for r in found):,}",
             "unknown" if any(c is None for c in costs) else f"${sum(costs):.4f}",
         )  # fmt: skip
+    for empty in unanswered_runs(paths):  # no problem answered yet: no row above, but a run all the same
+        kind = empty["kind"] if empty["finished"] else f"{empty['kind']}, unfinished"
+        table.add_row(escape(empty["run"]), kind, empty["method"], escape(empty["bench"]), escape(empty["model"]),
+                      "0", "0", "-", "0", "-")  # fmt: skip
     results_console.print(table)

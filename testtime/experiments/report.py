@@ -260,14 +260,14 @@ def build_report(paths: list[Path]) -> Report:
             "no run to compare has finished: "
             + "; ".join(f"{u.run} has no summary.json yet, continue it with {u.continue_with}" for u in unfinished)
         )
-    majorities = [r for r in runs if r.loaded.manifest.run.method == "majority"]
+    majorities = [r for r in runs if _method(r) == "majority"]
     rows = []
     for run in runs:
         summary, ledger, settings = run.summary, run.summary.ledger, run.loaded.manifest.run
         rows.append(
             ReportRow(
                 run=str(run.loaded.path),
-                method=settings.method,
+                method=_method(run),
                 bench=settings.bench,
                 model=settings.model,
                 method_config=run.loaded.manifest.method,
@@ -292,8 +292,14 @@ def build_report(paths: list[Path]) -> Report:
     return Report(runs=rows, unfinished=unfinished)
 
 
+def _method(run: Finished) -> str:
+    """What answered: the summary's name (a served run's requests may pick several: `majority+trt`), else the
+    run's --method."""
+    return run.summary.method or run.loaded.manifest.run.method
+
+
 def _baseline_fields(run: Finished, majorities: list[Finished]) -> dict[str, Baseline | None]:
-    if run.loaded.manifest.run.method == "majority":
+    if _method(run) == "majority":
         return {"majority_same_rollouts": None, "majority_same_tokens": None}
     if run.summary.uses_labels:  # an upper bound: beside a label-free baseline it would read as a method's gain
         why = "uses labels (oracle reward): an upper bound, not compared as a label-free method"

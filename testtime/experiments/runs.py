@@ -53,13 +53,8 @@ def find_runs(paths: Iterable[Path]) -> list[Path]:
 def run_rows(paths: Iterable[Path]) -> list[dict[str, Any]]:
     """One row per (run, problem), in `COLUMNS`' order. `run` is the run's folder name, made unique by its
     parents when two runs share one; `null` where a value was not measured (a cost with unknown prices)."""
-    runs = find_runs(paths)
-    names = _names(runs)
     rows = []
-    for path, name in zip(runs, names, strict=True):
-        directory = RunDir.open_existing(path)
-        manifest = directory.read_manifest()
-        finished = directory.summary_path.exists()  # no summary yet: killed, stopped, or still running
+    for header, directory in _runs(paths):
         methods = directory.served_methods()  # a served run: each request's own method
         usage: dict[str, list[Any]] = defaultdict(list)
         if directory.ledger_path.exists():
@@ -71,13 +66,8 @@ def run_rows(paths: Iterable[Path]) -> list[dict[str, Any]]:
             costs = [e.cost_usd for e in entries]
             rows.append(
                 {
-                    "run": name,
-                    "path": str(path),
-                    "kind": manifest.kind,
-                    "method": methods.get(record.problem_id, manifest.run.method),
-                    "uses_labels": bool(manifest.effective and manifest.effective.uses_labels),
-                    "bench": manifest.run.bench,
-                    "model": manifest.run.model,
+                    **header,
+                    "method": methods.get(record.problem_id, header["method"]),
                     "problem_id": record.problem_id,
                     "prediction": record.graded_answer if record.graded_answer is not None else record.prediction,
                     "graded_answer": record.graded_answer,
@@ -90,10 +80,36 @@ def run_rows(paths: Iterable[Path]) -> list[dict[str, Any]]:
                     "calls": len(entries),
                     "tokens": sum(e.prompt_tokens + e.completion_tokens for e in entries),
                     "cost_usd": None if any(c is None for c in costs) else sum(c for c in costs if c is not None),
-                    "finished": finished,
                 }
             )
-    return rows
+    return [{column: row[column] for column in COLUMNS} for row in rows]
+
+
+def unanswered_runs(paths: Iterable[Path]) -> list[dict[str, Any]]:
+    """The runs that answered no problem yet (stopped at once, killed while loading): no row of `run_rows`, so
+    `testtime runs` lists them apart rather than leave them out."""
+    return [header for header, directory in _runs(paths) if not directory.read_results()]
+
+
+def _runs(paths: Iterable[Path]) -> list[tuple[dict[str, Any], RunDir]]:
+    """Each run with the columns every one of its rows shares."""
+    runs = find_runs(paths)
+    found = []
+    for path, name in zip(runs, _names(runs), strict=True):
+        directory = RunDir.open_existing(path)
+        manifest = directory.read_manifest()
+        header = {
+            "run": name,
+            "path": str(path),
+            "kind": manifest.kind,
+            "method": manifest.run.method,
+            "uses_labels": bool(manifest.effective and manifest.effective.uses_labels),
+            "bench": manifest.run.bench,
+            "model": manifest.run.model,
+            "finished": directory.summary_path.exists(),  # no summary yet: killed, stopped, or still running
+        }
+        found.append((header, directory))
+    return found
 
 
 def load_runs(*paths: str | os.PathLike[str]) -> Any:

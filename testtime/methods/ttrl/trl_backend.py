@@ -18,6 +18,7 @@ import asyncio
 import os
 import sys
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -177,7 +178,10 @@ def train_ttrl(job: TrainingJob) -> Path | None:
     chosen = os.environ.get(TENSORBOARD)
     os.environ[TENSORBOARD] = chosen or str(job.root / "tensorboard")
     try:
-        return _train(job)
+        with warnings.catch_warnings():
+            # the libraries' deprecation notices to each other (ten a CPU run, in a log file) are not the user's
+            warnings.filterwarnings("ignore", category=FutureWarning, module=r"(transformers|trl|torch|accelerate)\.")
+            return _train(job)
     finally:
         if chosen is None:
             os.environ.pop(TENSORBOARD, None)
