@@ -262,3 +262,24 @@ def test_the_list_of_problems_shows_each_question_and_its_confidence(tmp_path: P
     rows = re.findall(r'<tr class="problem".*?</tr>', page, re.S)
     assert len(rows) == 2 and all('class="confidence">1.00<' in row for row in rows)
     assert sorted(re.search(r'class="question">([^<]*)<', row)[1][:6] for row in rows) == ["Say 1.", "Say 2."]
+
+
+@needs_chromium
+def test_the_page_rounds_as_the_terminal_and_counts_an_unfinished_runs_calls(tmp_path: Path, testtime_cli: Cli) -> None:
+    """5 of 16 is 0.3125: the terminal says 0.312 (Python rounds the tie to even), the page once said 0.313. A run
+    with no summary yet (a served run between stops) once showed `– / – / unknown` for its calls and tokens."""
+    data = tmp_path / "mine.jsonl"
+    data.write_text("".join(json.dumps({"id": f"p{i}", "problem": f"What is {i}?", "answer": "1" if i < 5 else "2"})
+                            + "\n" for i in range(16)))  # fmt: skip
+    out = tmp_path / "run"
+    done = testtime_cli("run", "--method", "majority", "--bench", str(data), "--n", "2", "--quiet",
+                        "--model", "fake:const:\\boxed{1}", "--out", str(out))  # fmt: skip
+    assert done.returncode == 0 and "0.312" in done.stdout, done.stdout
+    page_file = tmp_path / "view.html"
+    assert testtime_cli("view", str(out), "--html", str(page_file)).returncode == 0
+    page = dom(page_file.as_uri())
+    assert "0.312 [" in page and "0.313 [" not in page and errors_in(page).strip() == ""
+    (out / "summary.json").unlink()
+    assert testtime_cli("view", str(out), "--html", str(page_file)).returncode == 0
+    page = dom(page_file.as_uri())
+    assert "32 / " in page and "– / – / unknown" not in page  # 16 problems × 2 samples, from the ledger

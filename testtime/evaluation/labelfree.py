@@ -60,10 +60,11 @@ def confidence(result: ProblemResult) -> float | None:
 
 def support_over_rounds(rounds: Sequence[RoundRecord], prediction: str) -> float | None:
     """TRT's confidence where its selection keeps no history (the released `latest` rule weighs only the round
-    at hand: one rollout a round would always give 1.0): the share of every round's concluded answers that
-    agree with the final one."""
-    answers = [c.answer for r in rounds for c in r.candidates if c.answer is not None]
-    return sum(equivalent(a, prediction) for a in answers) / len(answers) if answers else None
+    at hand: one rollout a round would always give 1.0): the share of every round's rollouts whose answer agrees
+    with the final one, those that concluded nothing counted (as majority's vote share counts abstentions: one
+    answer among four rollouts is 0.25, not 1.0)."""
+    rollouts = [c.answer for r in rounds for c in r.candidates]
+    return sum(a is not None and equivalent(a, prediction) for a in rollouts) / len(rollouts) if rollouts else None
 
 
 def prediction_of(

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from testtime.core.ledger import LedgerEntry, read_entries
+from testtime.core.ledger import LedgerEntry, LedgerTotals, read_entries
 from testtime.core.records import Problem
 from testtime.core.results import ResultRecord, TTRLStep, read_steps
 from testtime.core.selection import ExecutionEvidence
@@ -94,6 +94,14 @@ def _cost(entries: list[LedgerEntry]) -> dict[str, Any]:
     }
 
 
+def _ledger_so_far(entries: list[LedgerEntry]) -> dict[str, Any]:
+    """No summary yet (a run still going, a served run between stops): the totals its ledger holds so far."""
+    totals = LedgerTotals()
+    for entry in entries:
+        totals.add(entry)
+    return {"calls": totals.calls, "tokens": totals.tokens, "cost_usd": totals.cost_usd if totals.cost_known else None}
+
+
 def index(run: LoadedRun) -> dict[str, Any]:
     by_problem: dict[str, list[LedgerEntry]] = defaultdict(list)
     for entry in run.ledger:
@@ -116,7 +124,7 @@ def index(run: LoadedRun) -> dict[str, Any]:
         "uses_labels": run.uses_labels,
         "accuracy": shown.get("accuracy"),
         "pass@1": shown.get("pass@1"),
-        "ledger": shown.get("ledger", {}),
+        "ledger": shown.get("ledger") or _ledger_so_far(run.ledger),
         "rounds": shown.get("rounds"),
         "ttrl": shown.get("ttrl") or {},
         "prequential": shown.get("prequential"),

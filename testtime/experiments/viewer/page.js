@@ -5,7 +5,14 @@ const $ = (tag, attrs = {}, ...kids) => {
   for (const kid of kids) el.append(kid);
   return el;
 };
-const fmt = (x, d = 3) => (x === null || x === undefined) ? "–" : (typeof x === "number" ? x.toFixed(d) : String(x));
+// Python's rounding, so the page says what the terminal says: toFixed breaks an exact tie upwards (0.3125 → 0.313),
+// Python's format to the even digit (0.312). toFixed(d + 60) spells the double's exact expansion far enough to see one.
+const fixed = (x, d) => {
+  const [whole, frac = ""] = Math.abs(x).toFixed(Math.min(100, d + 60)).split(".");
+  if (!/^50*$/.test(frac.slice(d)) || Number((whole + frac.slice(0, d)).slice(-1)) % 2) return x.toFixed(d);
+  return (x < 0 ? "-" : "") + whole + (d ? "." + frac.slice(0, d) : "");
+};
+const fmt = (x, d = 3) => (x === null || x === undefined) ? "–" : (typeof x === "number" ? fixed(x, d) : String(x));
 const ci = (m) => m ? `${fmt(m.mean)} [${fmt(m.ci_low)}, ${fmt(m.ci_high)}]` : "–";
 const verdict = (ok) => ok === null || ok === undefined ? $("span", {class: "muted", text: "unlabelled"})
   : $("span", {class: ok ? "ok" : "bad", text: ok ? "✓" : "✗"});
@@ -121,7 +128,7 @@ function callView(call) {
 function statsText(s) {
   if (!s) return "";
   const parts = [["mean log p", s.logprob_mean], ["entropy", s.entropy_mean], ["self-certainty", s.self_certainty]]
-    .filter(([, v]) => v !== null).map(([name, v]) => `${name} ${v.toFixed(3)}`);
+    .filter(([, v]) => v !== null).map(([name, v]) => `${name} ${fixed(v, 3)}`);
   return ` · ${s.tokens} tokens · ${parts.join(" · ")} (${s.top_k === null ? "full distribution" : `top ${s.top_k}`})`;
 }
 
