@@ -128,3 +128,32 @@ def test_a_misplaced_option_says_where_it_goes_and_writes_nothing(
         testtime.run_method("trt", bench="arith", model="fake:echo", limit=1, out=tmp_path / "run", **keywords)
     assert str(caught.value) == message
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("bad", [None, 3, 1.5, object(), [], {}, b"x", ""])
+def test_every_bad_argument_of_the_public_functions_is_one_user_error(bad: object, tmp_path: Path) -> None:
+    """6 of 42 hostile calls once ended in a raw exception (`observer=object()` mid-run among them)."""
+    import testtime
+    from testtime.core.errors import UserError
+
+    calls = [
+        lambda: testtime.run_method(method=bad, model="fake:echo", out=tmp_path / "a"),  # type: ignore[arg-type]
+        lambda: testtime.run_method(bench=bad, model="fake:echo", out=tmp_path / "b"),  # type: ignore[arg-type]
+        lambda: testtime.run_method(model=bad, out=tmp_path / "c"),  # type: ignore[arg-type]
+        lambda: testtime.resume(bad),  # type: ignore[arg-type]
+        lambda: testtime.replay(bad),  # type: ignore[arg-type]
+        lambda: testtime.open_run(bad),  # type: ignore[arg-type]
+        lambda: testtime.load_runs(bad),  # type: ignore[arg-type]
+    ]
+    if bad is not None:
+        calls += [
+            lambda: testtime.run_method(model="fake:echo", observer=bad, limit=1, out=tmp_path / "d"),  # type: ignore[arg-type]
+            lambda: testtime.run_method(model="fake:echo", selector=bad, out=tmp_path / "e"),  # type: ignore[arg-type]
+        ]
+    if bad is not None and not isinstance(bad, dict):  # None and {}: no options, both valid
+        calls.append(lambda: testtime.run_method(model="fake:echo", method_options=bad, out=tmp_path / "f"))  # type: ignore[arg-type]
+    for call in calls:
+        with pytest.raises(UserError) as raised:
+            call()
+        assert "\n" not in str(raised.value)
+    assert not any((tmp_path / name).exists() for name in "abcdef")

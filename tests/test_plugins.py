@@ -191,6 +191,24 @@ def test_a_plugin_that_hangs_or_interrupts_its_import_is_one_line(tmp_path: Path
     assert "interrupting.py failed to load: KeyboardInterrupt" in lines[1]
 
 
+def test_a_plugin_cannot_defeat_the_load_bound_or_end_the_run_at_load(tmp_path: Path, testtime_process) -> None:
+    """A plugin that caught SIGALRM once held a load for 23-26 s past a 1 s bound; one that called os._exit(7)
+    ended the command without a word."""
+    import time
+
+    text = "import signal, time\ntry:\n    signal.signal(signal.SIGALRM, lambda *_: None)\nexcept ValueError:\n"
+    text += "    pass\nfor _ in range(600):\n    time.sleep(0.1)\n"
+    stubborn = _plugin(tmp_path, text, "stubborn.py")
+    leaving = _plugin(tmp_path, "import os\nos._exit(7)\n", "leaving.py")
+    started = time.monotonic()
+    result = testtime_process("--plugin", str(stubborn), "--plugin", str(leaving), "list",
+                              env={"TESTTIME_PLUGIN_TIMEOUT": "1"}, timeout=60)  # fmt: skip
+    assert time.monotonic() - started < 30
+    assert result.returncode == 0 and "majority" in result.stdout, result.stderr
+    assert "stubborn.py failed to load: TimeoutError: still loading after 1 s, abandoned" in result.stderr
+    assert "leaving.py failed to load: PluginExited: called os._exit(7) while loading" in result.stderr
+
+
 def test_a_plugin_reusing_a_builtin_name_fails_alone(tmp_path: Path, testtime_process) -> None:
     clash = textwrap.dedent(
         """

@@ -140,6 +140,11 @@ def run_method(
     concurrency, data_dir, max_cost, ...). Without `out`, the run goes to runs/<time>-<method>-<bench>-<model>."""
     from testtime.run import lifecycle
 
+    for name, text in (("method", method), ("bench", bench), ("model", model)):
+        _text(name, text)
+    if selector is not None:
+        _text("selector", selector)
+    _observer(observer)
     given = {"method_options": method_options, "bench_options": bench_options, "selector_options": selector_options}
     for name, value in given.items():
         if value is not None and not isinstance(value, Mapping):
@@ -167,6 +172,9 @@ def resume(
     """Continue a killed or stopped run; `changes` are `ResumeChanges` (budgets, api_base, timeout, concurrency)."""
     from testtime.run import lifecycle
 
+    if not isinstance(retry_errors, bool):
+        raise UserError(f"retry_errors takes True or False, not {type(retry_errors).__name__}")
+    _observer(observer)
     opened = lifecycle.resume(_path("path", path), _validated(ResumeChanges, changes))
     return _finish(opened, observer, retry_errors=retry_errors)
 
@@ -219,8 +227,21 @@ def _default_ray_address() -> str:
     return "auto" if os.environ.get("RAY_ADDRESS") else "local"
 
 
+def _text(name: str, value: object) -> str:
+    if not isinstance(value, str) or not value:
+        raise UserError(f"{name} takes a name (a non-empty str), not {type(value).__name__} {value!r:.60}")
+    return value
+
+
+def _observer(value: object) -> None:
+    """A progress observer is anything with RunObserver's methods (`observer=object()` once failed mid-run)."""
+    missing = [m for m in ("start", "problem_done", "tick", "stop", "note") if not callable(getattr(value, m, None))]
+    if value is not None and missing:
+        raise UserError(f"observer takes a RunObserver (start, problem_done, tick, stop, note); it lacks {missing[0]}")
+
+
 def _path(name: str, value: object) -> Path:
-    if not isinstance(value, (str, Path)):
+    if not isinstance(value, (str, Path)) or value == "":
         raise UserError(f"{name} takes a folder's path (str or Path), not {type(value).__name__}")
     return Path(value)
 

@@ -249,3 +249,40 @@ def test_sigterm_under_a_heavy_request_stops_within_the_drain_grace(tmp_path: Pa
 def test_is_loopback() -> None:
     assert is_loopback("127.0.0.1") and is_loopback("localhost") and is_loopback("::1")
     assert not is_loopback("0.0.0.0") and not is_loopback("::")
+
+
+def test_malformed_counts_are_4xx_naming_the_field(tmp_path: Path) -> None:
+    """Once: a 5,000-digit count in the model name was a 500 (Python's digit limit), `n: true` passed as 1, and
+    `max_tokens: 10^12` went upstream."""
+    with MockChatServer() as upstream, serving(upstream.url, tmp_path, "--max-tokens", "512") as server:
+        url = f"{server['url']}/chat/completions"
+        for body, field in (
+            ({"model": f"majority-{'9' * 5000}/{SPEC}", "messages": USER}, "count in a method name"),
+            ({"model": SPEC, "messages": USER, "n": True}, "'n' must be 1"),
+            ({"model": SPEC, "messages": USER, "n": 2}, "'n' must be 1"),
+            ({"model": SPEC, "messages": USER, "max_tokens": 10**12}, "'max_tokens' must be at most 512"),
+            ({"model": SPEC, "messages": USER, "max_tokens": True}, "'max_tokens' must be a positive integer"),
+        ):
+            status, answer = _post_json(url, body)
+            assert 400 <= status < 500 and field in answer["error"]["message"], (field, status, answer)
+        assert upstream.requests == 0
+    assert "internal error" not in server["stderr"]
+
+
+def test_a_client_hanging_up_is_logged_as_such(tmp_path: Path) -> None:
+    with MockChatServer(latency_s=0.5) as upstream, serving(upstream.url, tmp_path) as server:
+        parts = urlparse(server["url"])
+        body = json.dumps({"model": SPEC, "messages": USER}).encode()
+        for _ in range(3):  # hang up while the answer is being made
+            with socket.create_connection((parts.hostname, parts.port)) as raw:
+                raw.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                            + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)  # fmt: skip
+        time.sleep(1.5)
+        assert client(server["url"]).models.list().data  # the server goes on
+    assert "internal error" not in server["stderr"], server["stderr"][-2000:]
+
+
+def test_a_server_whose_every_default_request_would_be_refused_does_not_start(tmp_path: Path, testtime_cli) -> None:  # type: ignore[no-untyped-def]
+    done = testtime_cli("serve", "--model", "fake:echo", "--n", "1000", "--out", str(tmp_path / "never"))
+    assert done.returncode == 2 and "every request using the defaults would be refused" in done.stderr
+    assert not (tmp_path / "never").exists()

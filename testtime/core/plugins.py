@@ -10,20 +10,19 @@ Two ways in (inspect_ai's and lighteval's habits):
 
 A plugin never replaces a built-in: one that registers a taken name fails alone, and a built-in that loads
 after a plugin took its name takes it back (`core/registry.py`), with a warning either way. A plugin that fails
-to load (an exception, `sys.exit`, a `KeyboardInterrupt`, or over `IMPORT_TIMEOUT_S`) is one line on stderr
-naming it, never a traceback that stops unrelated commands. Each package's loader (`load_methods`,
-`load_selectors`, ...) calls `load_plugins` after its own built-ins, so only a command that looks a name up
-loads them: `testtime --help` and `--version` never do.
+to load (an exception, `sys.exit` or `os._exit`, a `KeyboardInterrupt`, or over `IMPORT_TIMEOUT_S`: each loads in
+a thread of its own, abandoned at the bound whatever it does with signals) is one line on stderr naming it,
+never a traceback that stops unrelated commands. Each package's loader (`load_methods`, `load_selectors`, ...)
+calls `load_plugins` after its own built-ins, so only a command that looks a name up loads them: `testtime
+--help` and `--version` never do.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
-import signal
 import sys
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
@@ -41,12 +40,12 @@ IMPORT_TIMEOUT_S = 30.0  # a plugin that imports torch takes seconds; one that h
 class _State:
     loaded: bool = False
     loading: bool = False
-    current: str | None = None  # the plugin being loaded now: what the registries record as a name's origin
     names: list[str] = field(default_factory=list)  # what loaded, for `list`
     failures: list[str] = field(default_factory=list)  # one line each
 
 
 _state = _State()
+_loading = threading.local()  # the plugin whose load runs in this thread: what the registries record as origin
 
 
 def use_plugin_files(paths: list[str]) -> None:
@@ -87,8 +86,8 @@ def loaded_plugins() -> list[str]:
 
 
 def loading_plugin() -> str | None:
-    """The plugin whose code runs now (None: the package's own)."""
-    return _state.current
+    """The plugin whose code runs now, in this thread (None: the package's own)."""
+    return getattr(_loading, "origin", None)
 
 
 def warn(line: str) -> None:
@@ -128,36 +127,47 @@ def import_timeout_s() -> float:
     return value if 0 < value < float("inf") else IMPORT_TIMEOUT_S
 
 
-def _bounded(load: Callable[[], None]) -> None:
-    """`load()`, cut at the import timeout where a timer can interrupt it (the main thread of a POSIX process)."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
-        load()
-        return
+class PluginExited(Exception):
+    """A plugin called `os._exit` while loading: once, the whole run ended there without a word."""
+
+
+def _bounded(origin: str, load: Callable[[], None]) -> None:
+    """`load()` in a thread of its own, abandoned at the import timeout whatever the plugin does with signals (one
+    that caught SIGALRM once defeated an alarm-based bound); `os._exit` while it loads is an error, not an exit."""
     timeout = import_timeout_s()
+    outcome: list[BaseException | None] = []
 
-    def expire(signum: int, frame: object) -> None:
-        raise TimeoutError(f"still loading after {timeout:g} s (${TIMEOUT_ENV} sets the bound)")
+    def guarded() -> None:
+        _loading.origin = origin  # what the registries credit, in this thread, even after it is abandoned
+        try:
+            load()
+            outcome.append(None)
+        except BaseException as exc:  # noqa: BLE001 - someone else's code: every way out is reported
+            outcome.append(exc)
 
-    previous = signal.signal(signal.SIGALRM, expire)
-    pending, interval = signal.setitimer(signal.ITIMER_REAL, timeout)
-    started = time.monotonic()
+    real_exit = os._exit
+    os._exit = _refuse_exit  # type: ignore[assignment]
     try:
-        load()
+        worker = threading.Thread(target=guarded, name=f"testtime-plugin {origin}", daemon=True)
+        worker.start()
+        worker.join(timeout)
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-        if pending > 0:  # the host's own alarm (pytest-timeout, a caller's signal.alarm) runs on as it was
-            signal.setitimer(signal.ITIMER_REAL, max(pending - (time.monotonic() - started), 0.001), interval)
+        os._exit = real_exit
+    if worker.is_alive():
+        raise TimeoutError(f"still loading after {timeout:g} s, abandoned (${TIMEOUT_ENV} sets the bound)")
+    if outcome and outcome[0] is not None:
+        raise outcome[0]
+
+
+def _refuse_exit(status: int) -> None:
+    raise PluginExited(f"called os._exit({status}) while loading")
 
 
 def _guarded(origin: str, load: Callable[[], None]) -> None:
-    _state.current = origin
     try:
-        _bounded(load)
+        _bounded(origin, load)
     # someone else's code: any failure is one line, its SystemExit and KeyboardInterrupt too (not ours to obey)
     except (Exception, SystemExit, KeyboardInterrupt) as exc:  # noqa: BLE001
         warn(f"plugin {origin} failed to load: {type(exc).__name__}: {exc}")
         return
-    finally:
-        _state.current = None
     _state.names.append(origin)

@@ -120,6 +120,9 @@ def load_runs(*paths: str | os.PathLike[str]) -> Any:
         import pandas as pd
     except ImportError:
         raise UserError("load_runs needs pandas: pip install pandas") from None
+    for path in paths:
+        if not isinstance(path, (str, os.PathLike)) or isinstance(path, bytes) or path == "":
+            raise UserError(f"load_runs takes run directories or folders of runs (str or Path), not {path!r:.60}")
     rows = run_rows(Path(p) for p in paths)
     frame = pd.DataFrame(rows, columns=list(COLUMNS))
     for column in ("prediction", "graded_answer", "reference", "problem_id", "run"):

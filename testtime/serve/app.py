@@ -94,6 +94,9 @@ class ServeApp:
         except web.HTTPException as exc:
             code = ERROR_CODES.get(exc.status, "invalid_request_error" if exc.status < 500 else "server_error")
             return _error(f"{request.method} {request.path}: {exc.reason}", exc.status, code)
+        except ConnectionResetError:  # the client hung up mid-request: theirs, not an error of ours
+            sys.stderr.write(f"client hung up on {request.method} {request.path}\n")
+            return _error("the client closed the connection", 499, "client_closed_request")
         except Exception as exc:  # noqa: BLE001 - a bug of ours is still a JSON error, and the server goes on
             sys.stderr.write(f"internal error on {request.method} {request.path}: {type(exc).__name__}: {exc}\n")
             return _error(f"internal error ({type(exc).__name__})", 500, "server_error")
@@ -198,7 +201,8 @@ class ServeApp:
         except ValueError as exc:  # an integer past Python's digit limit
             raise BadRequest(f"the body's JSON cannot be read ({str(exc)[:120]})") from None
         settings = self.served.settings
-        return parse(body, self.model, settings.method, self.served.domain, self.limits.max_messages)
+        cap = settings.max_tokens or self.limits.max_request_tokens
+        return parse(body, self.model, settings.method, self.served.domain, self.limits.max_messages, max_tokens=cap)
 
     async def _answer(self, parsed: ServedRequest, planned: PlannedRequest, request_id: str) -> Answered:
         async with self._slots:

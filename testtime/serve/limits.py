@@ -25,6 +25,8 @@ class ServeLimits:
     idle_timeout_s: float = 60.0  # a kept-alive connection between requests
     body_timeout_s: float = 30.0  # from the headers to the body's last byte (--body-timeout)
     code_requests: bool = False  # may a request ask for the code domain (programs run in the sandbox)?
+    # a request's max_tokens without a server --max-tokens: no model's window holds more (10^12 once went upstream)
+    max_request_tokens: int = 1 << 20
 
     @property
     def max_body_bytes(self) -> int:

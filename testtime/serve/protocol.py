@@ -89,6 +89,7 @@ def parse_request(
     default_method: str,
     default_domain: str,
     max_messages: int = ServeLimits.max_messages,
+    max_tokens: int = ServeLimits.max_request_tokens,
 ) -> ServedRequest:
     """A chat-completions body → `ServedRequest`, or `BadRequest` naming the first thing wrong."""
     if not isinstance(body, dict):
@@ -100,7 +101,7 @@ def parse_request(
     if isinstance(raw_messages, list) and len(raw_messages) > max_messages:
         raise BadRequest(f"'messages' has {len(raw_messages)} entries; this server takes at most {max_messages}", 413)
     messages = _messages(raw_messages)
-    if body.get("n") not in (None, 1):
+    if body.get("n") is not None and (isinstance(body["n"], bool) or body["n"] != 1):
         raise BadRequest("'n' must be 1: the method samples for itself (ask for majority-8/NAME for 8 votes)")
     for unsupported in ("tools", "functions", "response_format", "logprobs"):
         if body.get(unsupported):
@@ -140,6 +141,8 @@ def parse_request(
     tokens = body.get("max_completion_tokens", body.get("max_tokens"))
     if tokens is not None:
         sampling["max_tokens"] = _positive(tokens, "max_tokens")
+        if sampling["max_tokens"] > max_tokens:
+            raise BadRequest(f"'max_tokens' must be at most {max_tokens:,} on this server (its --max-tokens)")
     if body.get("seed") is not None:
         if isinstance(body["seed"], bool) or not isinstance(body["seed"], int):
             raise BadRequest("'seed' must be an integer")
@@ -161,6 +164,7 @@ def parse_completions(
     default_method: str,
     default_domain: str,
     max_prompts: int = ServeLimits.max_messages,
+    max_tokens: int = ServeLimits.max_request_tokens,
 ) -> list[ServedRequest]:
     """A legacy `/v1/completions` body → one request a prompt, each prompt the user turn of a conversation of
     its own (the upstream is a chat model; lm-eval's `local-completions` generation tasks work this way).
@@ -183,7 +187,7 @@ def parse_completions(
     chat = {k: v for k, v in body.items() if k not in ("prompt", "echo", "logprobs", "suffix", "best_of")}
     return [
         parse_request({**chat, "messages": [{"role": "user", "content": p}]}, served_model, default_method,
-                      default_domain)
+                      default_domain, max_tokens=max_tokens)
         for p in prompts
     ]  # fmt: skip
 
@@ -266,7 +270,10 @@ def _method_of(model: str, served_model: str) -> tuple[str | None, dict[str, Any
             code="model_not_found",
         )
     method = _known_method(found["method"])
-    numbers = [int(x) for x in found["numbers"].split("x")] if found["numbers"] else []
+    texts = found["numbers"].split("x") if found["numbers"] else []
+    if any(len(text) > 6 for text in texts):
+        raise BadRequest(f"'{model[:60]}...': each count in a method name is at most 999,999")
+    numbers = [int(x) for x in texts]
     fields = PREFIX_FIELDS.get(method, ())
     if len(numbers) > len(fields):
         shapes = {"single": "single", "majority": "majority-N", "trt": "trt-T or trt-TxK", "rsa": "rsa-N or rsa-NxT"}

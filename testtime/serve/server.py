@@ -56,6 +56,13 @@ def serve(
     method = build_method(settings)  # a bad option fails here, before anything is written
     plan = _plan(method, settings, domain)
     check_run_flags(settings, plan)
+    cap = (limits or ServeLimits()).max_calls
+    if plan.calls is not None and plan.calls > cap:  # every request that names no method would be a 400
+        raise UserError(
+            f"--method {settings.method} as configured plans {plan.calls} model calls a request, over "
+            f"--max-request-calls {cap}: every request using the defaults would be refused; lower "
+            "its --n or options, or raise --max-request-calls"
+        )
     model = build_model(settings)
     effective = Effective.of(plan, problems=0)
     listener = _listen(host, port)  # a port in use fails here, before a run directory exists
