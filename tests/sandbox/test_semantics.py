@@ -275,3 +275,42 @@ def test_a_program_that_rewrites_the_prelude_affects_no_later_job(solo: Sandbox)
     poison = "__builtins__['gcd'] = lambda a, b: -1\n__builtins__['print'] = lambda *a: None\nprint(gcd(4, 6))"
     assert not solo.run(poison, [TestCase(input="", output="2")]).passed
     assert solo.run("print(gcd(4, 6))", [TestCase(input="", output="2")]).passed
+
+
+# (program, lenient verdict, official verdict), each official verdict as LiveCodeBench's grader gives it: its
+# metrics module sets the int-to-string limit to 50,000 digits at import, and `reliability_guard` sets os.fork,
+# os.system, os.kill, subprocess.Popen and friends to None before a program runs.
+OFFICIAL_LIMITS = [
+    ("print(len(str(10**5000)))", "pass", "pass"),  # 5,001 digits: under LiveCodeBench's 50,000
+    ("print(len(str(10**60000)))", "pass", "runtime_error"),  # 60,001 digits: over it
+    ("import os\npid = os.fork()\nprint(len(str(10**5000)))", "pass", "runtime_error"),
+    ("import subprocess\nsubprocess.Popen(['true'])\nprint(len(str(10**5000)))", "pass", "runtime_error"),
+    ("import os\nos.system('true')\nprint(len(str(10**5000)))", "pass", "runtime_error"),
+]
+
+
+@pytest.mark.parametrize(("program", "lenient", "official"), OFFICIAL_LIMITS)
+def test_the_official_grader_enforces_livecodebenchs_limits(
+    backend: Sandbox, program: str, lenient: str, official: str
+) -> None:
+    expected = "5001" if "60000" not in program else "60001"
+    tests = [TestCase(input="", output=expected)]
+    assert backend.run(program, tests).tests[0].verdict == lenient
+    assert backend.run(program, tests, OFFICIAL).tests[0].verdict == official
+
+
+@pytest.mark.parametrize("grader", ["lenient", "official"])
+def test_a_thread_that_outlives_its_test_never_writes_into_the_next(backend: Sandbox, grader: str) -> None:
+    """Once: a leftover thread's output landed in the next test, which could pass or fail on it."""
+    program = (
+        "import threading, time\nx = input()\nprint(x)\n"
+        "def later():\n    time.sleep(1.5)\n    print('from an earlier test')\n"
+        "threading.Thread(target=later, daemon=True).start()"
+    )
+    tests = [TestCase(input=str(i), output=str(i)) for i in range(3)]
+    report = backend.run(program, tests, Limits(timeout_s=1.0, grader=grader))  # type: ignore[arg-type]
+    assert [t.verdict for t in report.tests][:1] == ["runtime_error"], report.tests
+    assert all("from an earlier test" not in t.output for t in report.tests)
+    quick = program.replace("time.sleep(1.5)", "time.sleep(0.05)")
+    finished = backend.run(quick, tests[:1], Limits(timeout_s=1.0, grader=grader))  # type: ignore[arg-type]
+    assert finished.tests[0].verdict == "wrong_answer"  # its thread printed within the test: its own output

@@ -164,6 +164,8 @@ def _run_job(job, report, fds, limited=True):
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
         resource.setrlimit(resource.RLIMIT_FSIZE, (cap + 1, cap + 1))
     official = {} if job.get("grader") == "official" else None  # the module and its Solution, kept across tests
+    if official is not None and limited:
+        official_guard()
     program = job["program"]
     if official is not None and func_name is None:
         program = official_stdin(program)
@@ -175,7 +177,43 @@ def _run_job(job, report, fds, limited=True):
             report(result_record(index, "compile_error", 0.0, error, ""))
         return
     for index in range(first, len(inputs)):
-        report(_run_one(code, inputs[index], func_name, timeout, cap, index, fds, official))
+        record = _run_one(code, inputs[index], func_name, timeout, cap, index, fds, official)
+        report(record)
+        if record["error"] == THREAD_LEFT:  # whatever it prints next would land in a later test's output
+            for later in range(index + 1, len(inputs)):
+                report(result_record(later, "runtime_error", 0.0, THREAD_LEFT, ""))
+            return
+
+
+THREAD_LEFT = "a thread the program started outlived its test (its output would land in the next test's)"
+# LiveCodeBench's digit limit: its metrics module sets it at import, so every graded program runs under it
+OFFICIAL_INT_DIGITS = 50000
+
+
+def official_guard():
+    """What LiveCodeBench's `reliability_guard` does before a program runs (facts from its source, not its
+    code): destructive and process-making functions set to None, `quit` and `help` gone, OMP at one thread,
+    faulthandler off, a few modules made unimportable; and its int-to-string digit limit."""
+    import faulthandler
+    import shutil
+    import subprocess
+
+    if hasattr(sys, "set_int_max_str_digits"):
+        sys.set_int_max_str_digits(OFFICIAL_INT_DIGITS)
+    faulthandler.disable()
+    builtins.quit = None
+    PROGRAM_BUILTINS["quit"] = PROGRAM_BUILTINS["help"] = None
+    os.environ["OMP_NUM_THREADS"] = "1"
+    for name in (
+        "kill", "system", "putenv", "remove", "removedirs", "rmdir", "fchdir", "setuid", "fork", "forkpty",
+        "killpg", "rename", "renames", "truncate", "replace", "unlink", "fchmod", "fchown", "chmod", "chown",
+        "chroot", "lchflags", "lchmod", "lchown", "getcwd", "chdir",
+    ):  # fmt: skip
+        setattr(os, name, None)
+    shutil.rmtree = shutil.move = shutil.chown = None
+    subprocess.Popen = None
+    for name in ("ipdb", "joblib", "resource", "psutil", "tkinter"):
+        sys.modules[name] = None
 
 
 def _run_one(code, test, func_name, timeout, cap, index, fds, official=None):
@@ -234,12 +272,32 @@ def _run_one(code, test, func_name, timeout, cap, index, fds, official=None):
         status, error = "runtime_error", (frames[-1].strip() if frames else type(exc).__name__)[-ERROR_BYTES:]
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
+    if _threads_outlive(started + timeout):
+        status, error = "runtime_error", THREAD_LEFT
     seconds = time.monotonic() - started
     size = os.fstat(out_fd).st_size
     if size > cap:
         status = "output_limit"
     stdout = os.pread(out_fd, min(size, cap), 0).decode("utf-8", "replace")
     return result_record(index, status, seconds, error, stdout, result)
+
+
+def _threads_outlive(deadline):
+    """Whether a thread the program started is still running once the test's time is up (waited for until then,
+    its output then counted in this test's): the job cannot go on without it writing into the next test."""
+    threading = sys.modules.get("threading")  # imported only if the program imported it
+    if threading is None:
+        return False
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread():
+            thread.join(max(deadline - time.monotonic(), 0.0))
+    alive = [t for t in threading.enumerate() if t is not threading.main_thread() and t.is_alive()]
+    if not alive:
+        try:
+            sys.stdout.flush()  # what the threads printed, in this test's output
+        except OSError:
+            pass
+    return bool(alive)
 
 
 _STREAMS = {"pair": None, "clean": False}  # this job process's stdin/stdout wrappers, and whether they are empty
