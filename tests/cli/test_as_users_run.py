@@ -84,3 +84,39 @@ def test_max_cost_over_unpriced_calls_says_so_and_price_makes_it_bind(tmp_path: 
     assert "cannot bind" not in said and "cost budget reached" in said, said
     summary = json.loads((tmp_path / "priced" / "summary.json").read_text())
     assert summary["ledger"]["cost_usd"] > 0 and summary["problems"] < 4
+
+
+def test_an_absurd_plan_is_refused_in_one_line_naming_its_flag(tmp_path: Path) -> None:
+    status, said = logged(tmp_path, "run", "--n", "100000000", "--limit", "1", "--model", "fake:echo", "--out",
+                          str(tmp_path / "n"))  # fmt: skip
+    assert status == 2 and "check --n, or pass --max-planned-calls 100000000" in said, said
+    status, said = logged(tmp_path, "run", "--method", "trt", "--method-opt", f"rounds={10**23}", "--limit", "1",
+                          "--model", "fake:echo", "--out", str(tmp_path / "trt"))  # fmt: skip
+    assert status == 2 and "over the ceiling of 1,000,000: check --method-opt" in said, said
+    assert not (tmp_path / "n").exists() and not (tmp_path / "trt").exists()
+
+
+def test_a_huge_plan_meant_stays_bounded_and_stops_on_sigterm(tmp_path: Path) -> None:
+    """Past the ceiling on purpose: memory grows with the calls made, not the calls planned, and SIGTERM stops it
+    within seconds (once: 21.7 GB and deaf to SIGTERM and Ctrl-C)."""
+    import signal
+    import time
+
+    log = (tmp_path / "stderr.log").open("w")
+    process = subprocess.Popen([TESTTIME, "run", "--n", "100000000", "--max-planned-calls", "100000000", "--limit",
+                                "1", "--model", "fake:echo", "--out", str(tmp_path / "huge")], stderr=log)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "huge" / "ledger.jsonl").exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(2)
+        rss_kb = int(next(line for line in Path(f"/proc/{process.pid}/status").read_text().splitlines()
+                          if line.startswith("VmRSS")).split()[1])  # fmt: skip
+        process.send_signal(signal.SIGTERM)
+        sent = time.monotonic()
+        process.wait(timeout=30)
+        assert time.monotonic() - sent < 10 and process.returncode == 128 + signal.SIGTERM
+        assert rss_kb < 1_000_000, f"{rss_kb} kB after the first calls"
+    finally:
+        process.kill()
+        log.close()

@@ -348,3 +348,29 @@ def test_a_price_per_token_prices_the_calls_a_backend_leaves_unpriced() -> None:
     assert expected > 0 and priced.ledger.totals.cost_usd == pytest.approx(expected)
     with pytest.raises(BudgetExhausted):  # the budget binds on the computed cost
         asyncio.run(priced.sample(PROMPT, 1, SamplingParams(seed=2)))
+
+
+def test_a_huge_draw_builds_its_samples_a_window_at_a_time() -> None:
+    """`--n 100000000` once built every pending sample before the first call (21.7 GB, the event loop deaf to
+    SIGTERM): samples are built as a window of them goes out."""
+    from testtime.core.rollout import DRAW_WINDOW
+
+    drawing = engine(FakeModel(), concurrency=2)
+    built, answered, ahead = [0], [0], []
+    make = drawing._unit
+
+    def counted(*args: object, **kwargs: object) -> object:
+        built[0] += 1
+        return make(*args, **kwargs)  # type: ignore[arg-type]
+
+    async def generate(messages: Sequence[Message], n: int, params: SamplingParams) -> list:
+        ahead.append(built[0] - answered[0])
+        answered[0] += 1
+        return await FakeModel().generate(messages, n, params)
+
+    drawing._unit = counted  # type: ignore[method-assign]
+    drawing.model.generate = generate  # type: ignore[method-assign,union-attr]
+    completions = asyncio.run(drawing.draw(PROMPT, 3 * DRAW_WINDOW + 5, SamplingParams(seed=1), problem_id="p",
+                                           purpose="solve"))  # fmt: skip
+    assert len(completions) == 3 * DRAW_WINDOW + 5 and answered[0] == len(completions)
+    assert max(ahead) <= DRAW_WINDOW

@@ -95,6 +95,16 @@ SHARED: dict[str, tuple[Any, Any]] = {
     ),
     "sandbox": (Annotated[str, Opt(help="code benchmarks: auto | docker | bwrap (never the bare host)")], "auto"),
     "max_cost": (Annotated[float | None, Opt(help="stop cleanly at this spend (USD); resume with a larger one")], None),
+    "max_planned_calls": (
+        Annotated[
+            int,
+            Opt(
+                help="the ceiling a run's planned model calls (a problem's × the problems) must stay under, checked "
+                "before anything is paid; raise it when you mean a plan that large"
+            ),
+        ],
+        1_000_000,
+    ),
     "price": (
         Annotated[
             str | None,

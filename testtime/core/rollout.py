@@ -84,6 +84,9 @@ def _refusal(declared: _Declared, params: SamplingParams, problem_id: str, purpo
     return None
 
 
+DRAW_WINDOW = 256  # samples of one call built and in flight at a time (at least 4 × the concurrency)
+
+
 @dataclass(frozen=True)
 class TokenPrice:
     """`--price`: USD per million prompt and completion tokens, for the calls whose cost the backend does not
@@ -277,10 +280,20 @@ class RolloutEngine:
         if refusal is not None:
             raise PlanError(refusal)
         start = self._next_index(messages, params, problem_id, purpose, n) if first is None else first
-        units = [self._unit(messages, params, i, problem_id, purpose, step) for i in range(start, start + n)]
-        if self.n_per_request and n > 1 and self.model is not None and self.model.takes_n:
-            return await self._together(messages, units)
-        return await gather_landed(*(self._one(messages, unit) for unit in units))
+        together = self.n_per_request and n > 1 and self.model is not None and self.model.takes_n
+        drawn: list[Completion] = []
+        # In windows: nothing is built per planned sample ahead of its turn (a mistyped --n 100000000 once built
+        # 21.7 GB of pending samples with the event loop blocked, deaf to SIGTERM), and the loop runs between
+        # windows, so a stop is heard. A window keeps every slot busy.
+        window = max(DRAW_WINDOW, 4 * self.concurrency)
+        for low in range(start, start + n, window):
+            indices = range(low, min(low + window, start + n))
+            units = [self._unit(messages, params, i, problem_id, purpose, step) for i in indices]
+            if together:
+                drawn += await self._together(messages, units)
+            else:
+                drawn += await gather_landed(*(self._one(messages, unit) for unit in units))
+        return drawn
 
     def _next_index(
         self, messages: Sequence[Message], params: SamplingParams, problem_id: str, purpose: str, n: int

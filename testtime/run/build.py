@@ -131,6 +131,25 @@ def budget_warnings(settings: RunSettings, model: Any) -> list[str]:
     ]
 
 
+def check_plan_size(settings: RunSettings, plan: Plan, problems: int | None) -> None:
+    """A plan past the ceiling is refused before anything is paid or built per sample (a mistyped `--n 100000000`
+    once grew to 21.7 GB; `rounds=10^23` started without a word). A stream's problems are not known ahead: each
+    arrival's calls are checked."""
+    if plan.calls is None:
+        return
+    count = max(problems or 1, 1)
+    total = plan.calls * count
+    if total <= settings.max_planned_calls:
+        return
+    shape = ", ".join(f"{k} {v:,}" for k, v in (("samples", plan.samples), ("rounds", plan.rounds)) if v)
+    culprit = "--n" if plan.samples and plan.samples * count > settings.max_planned_calls else "--method-opt"
+    raise UserError(
+        f"this run plans {total:,} model calls ({plan.calls:,} a problem{f': {shape}' if shape else ''}; × {count:,} "
+        f"problems), over the ceiling of {settings.max_planned_calls:,}: check {culprit}, or pass "
+        f"--max-planned-calls {total} if you mean it"
+    )
+
+
 def check_run_flags(settings: RunSettings, plan: Plan) -> None:
     """A generic flag the method's plan leaves alone is a mistake, not a setting: say what to use instead."""
     if plan.selector is not None and plan.selector.needs_token_stats() and settings.logprobs is None:

@@ -20,7 +20,14 @@ from typing import IO, Any
 from testtime.core.errors import UserError
 from testtime.core.secrets import REDACTED, redact_url
 from testtime.evaluation.caveats import plan_warnings
-from testtime.run.build import RunParts, budget_warnings, build_parts, check_run_flags, data_changed
+from testtime.run.build import (
+    RunParts,
+    budget_warnings,
+    build_parts,
+    check_plan_size,
+    check_run_flags,
+    data_changed,
+)
 from testtime.run.directory import LOCK, RunDir, default_run_path
 from testtime.run.manifest import Effective, Resumed, RunManifest, now
 from testtime.run.settings import ResumeChanges, RunSettings, versions
@@ -58,6 +65,7 @@ def create(settings: RunSettings, out: Path | None, runs_root: Path = Path("runs
     parts = build_parts(settings)
     try:
         check_run_flags(settings, parts.plan)
+        check_plan_size(settings, parts.plan, None if settings.stream else len(parts.problems))
         directory = RunDir.create(out or default_run_path(runs_root, settings.method, settings.bench, settings.model))
         lock = _lock(directory)
     except BaseException:

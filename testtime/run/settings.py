@@ -59,6 +59,8 @@ class RunSettings(BaseModel):
     request_timeout: float = Field(default=600.0, gt=0)  # seconds per attempt; a reasoning call may take minutes
     max_cost: float | None = Field(default=None, gt=0)  # USD; stops cleanly, resumable with a larger budget
     max_tokens_total: int | None = Field(default=None, gt=0)
+    # the ceiling a plan's model calls (a problem's × the problems) are checked against before anything is paid
+    max_planned_calls: int = Field(default=1_000_000, ge=1)
     # USD per million prompt and completion tokens, for calls whose backend does not price them (--price)
     price: list[float] | None = None
     logprobs: int | None = Field(default=None, ge=0, le=20)  # token statistics per sample; k alternatives a token
