@@ -257,7 +257,7 @@ def test_malformed_counts_are_4xx_naming_the_field(tmp_path: Path) -> None:
     with MockChatServer() as upstream, serving(upstream.url, tmp_path, "--max-tokens", "512") as server:
         url = f"{server['url']}/chat/completions"
         for body, field in (
-            ({"model": f"majority-{'9' * 5000}/{SPEC}", "messages": USER}, "count in a method name"),
+            ({"model": f"majority-{'9' * 5000}/{SPEC}", "messages": USER}, "a count in a method name has at most"),
             ({"model": SPEC, "messages": USER, "n": True}, "'n' must be 1"),
             ({"model": SPEC, "messages": USER, "n": 2}, "'n' must be 1"),
             ({"model": SPEC, "messages": USER, "max_tokens": 10**12}, "'max_tokens' must be at most 512"),

@@ -271,8 +271,8 @@ def _method_of(model: str, served_model: str) -> tuple[str | None, dict[str, Any
         )
     method = _known_method(found["method"])
     texts = found["numbers"].split("x") if found["numbers"] else []
-    if any(len(text) > 6 for text in texts):
-        raise BadRequest(f"'{model[:60]}...': each count in a method name is at most 999,999")
+    if any(len(text) > 12 for text in texts):  # parsed safely; the call cap then judges the plan
+        raise BadRequest(f"'{model[:60]}...': a count in a method name has at most 12 digits")
     numbers = [int(x) for x in texts]
     fields = PREFIX_FIELDS.get(method, ())
     if len(numbers) > len(fields):
