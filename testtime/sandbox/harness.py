@@ -273,13 +273,14 @@ class Supervisor:
             if kill_leftovers({1, self.zygote.pid}, job_groups):
                 reasons.append("processes left behind")
             if any(inherited_settings(pid) != self.settings for pid in (1, self.zygote.pid)):
-                reasons.append("a program changed the harness's limits, priority or CPUs")
+                reasons.append("a program changed the harness's limits, priority, I/O priority or CPUs")
             for folder in SCRATCH:
                 if not wipe(folder):
                     reasons.append(f"{folder} could not be emptied")
             if sysv_objects():
                 reasons.append("SysV IPC objects left behind")
-            clear_keyrings()
+            if not clear_keyrings():
+                reasons.append("a kernel keyring kept a key, or would not clear")
         self.zygote.drain()
         self.next_process = self.zygote.spawn()  # every job took the one before, tests or none
         if self.next_process is None:  # replace the worker now, not after the next job waits

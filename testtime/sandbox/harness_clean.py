@@ -132,11 +132,32 @@ def new_session_keyring():
     _keyctl(1, 0)
 
 
+# keyctl(2) operations and the rings every job of this uid shares and which outlive it: the user and
+# user-session keyrings, and the persistent one (a job's own session keyring dies with it)
+KEYCTL_SETPERM, KEYCTL_CLEAR, KEYCTL_READ, KEYCTL_GET_PERSISTENT = 5, 7, 11, 22
+USER_KEYRING, USER_SESSION_KEYRING = -4, -5
+OWNER_ALL = 0x3F3F0000  # possessor and user: every permission (what the kernel gives a new user keyring)
+
+
 def clear_keyrings():
-    """Empty the user and user-session keyrings (KEYCTL_CLEAR on @u and @us), which every job of this uid
-    shares and which outlive the job; a job's own session keyring went with it."""
-    for ring in (-4, -5):
-        _keyctl(7, ring)
+    """Empty every keyring a later job could reach: each one's permissions put back first (a job that stripped
+    write from @u once made the clear fail silently, and the next job read its key), then cleared, then read
+    back. Returns whether all are empty; False (a ring that would not clear, or a key left) replaces the
+    worker: a new sandbox is a new user namespace, with keyrings of its own. Where keyctl is filtered (Docker's
+    seccomp profile) no ring is reachable: True."""
+    if _SYSCALL is None or _keyctl(0, USER_KEYRING, 0) < 0:  # KEYCTL_GET_KEYRING_ID: keyctl not allowed here
+        return True
+    for ring in (USER_KEYRING, USER_SESSION_KEYRING):
+        _keyctl(KEYCTL_SETPERM, ring, OWNER_ALL)
+    # linked into @u to reach it (never into the harness's own session keyring), unlinked when @u is cleared
+    persistent = _keyctl(KEYCTL_GET_PERSISTENT, -1, USER_KEYRING)
+    rings = ([persistent] if persistent >= 0 else []) + [USER_KEYRING, USER_SESSION_KEYRING]
+    empty = True
+    for ring in rings:
+        _keyctl(KEYCTL_SETPERM, ring, OWNER_ALL)
+        _keyctl(KEYCTL_CLEAR, ring)  # may be refused (the persistent ring is not always ours to clear): what counts
+        empty = empty and _keyctl(KEYCTL_READ, ring, 0, 0) == 0  # is that it holds nothing (-1: unreadable)
+    return empty
 
 
 REPORT_STATUSES = ("ok", "runtime_error", "time_limit", "memory_limit", "output_limit", "compile_error")
@@ -179,15 +200,28 @@ def _read_proc(path):
 
 def inherited_settings(pid):
     """What a process of the job's uid can change for good in another (prlimit, setpriority,
-    sched_setscheduler, sched_setaffinity need no privilege then) and a forked process inherits: the resource
-    limits, nice value, scheduling policy and CPU affinity of `pid`; None once it is gone. Changed in the
-    zygote, they would reach every later job's processes (a hard limit lowered below what a job sets kills each
-    job process); in the supervisor, its own bounds."""
+    sched_setscheduler, sched_setaffinity, ioprio_set need no privilege then) and a forked process inherits: the
+    resource limits, nice value, scheduling policy, CPU affinity and I/O priority of `pid`; None once it is gone.
+    Changed in the zygote, they would reach every later job's processes (a hard limit lowered below what a job
+    sets kills each job process); in the supervisor, its own bounds."""
     try:
         fields = _read_proc(f"/proc/{pid}/stat").rpartition(b")")[2].split()
-        return _read_proc(f"/proc/{pid}/limits"), fields[16], fields[38], frozenset(os.sched_getaffinity(pid))
+        cpus = frozenset(os.sched_getaffinity(pid))
+        return _read_proc(f"/proc/{pid}/limits"), fields[16], fields[38], cpus, _io_priority(pid)
     except (OSError, IndexError):
         return None
+
+
+IOPRIO_GET = {"x86_64": 252, "aarch64": 31}
+
+
+def _io_priority(pid):
+    """ioprio_get(IOPRIO_WHO_PROCESS, pid): a job could set the zygote's I/O class to idle (once inherited by
+    every later job of the worker, on both backends)."""
+    number = IOPRIO_GET.get(os.uname().machine)
+    if number is None or _SYSCALL is None:
+        return None
+    return _SYSCALL[1](number, 1, pid)
 
 
 def sysv_objects():

@@ -27,12 +27,15 @@ from testtime.sandbox.probe_programs import (
     FORGED_REPORT,
     GARBAGE_REPORT,
     HARNESS_CPUS_INTACT,
+    HARNESS_IO_PRIORITY_INTACT,
     HARNESS_LIMITS_INTACT,
     HARNESS_PRIORITY_INTACT,
     HOST_KERNEL_SETTINGS,
     HUNT_EXPECTED_OUTPUT,
+    IOPRIO,
     KEYCTL,
     KEYRING_KEY,
+    LOWER_HARNESS_IO_PRIORITY,
     LOWER_HARNESS_LIMITS,
     LOWER_HARNESS_PRIORITY,
     MQUEUE,
@@ -217,6 +220,12 @@ PROBES = [
         HARNESS_PRIORITY_INTACT,
         _ok,
         before=LOWER_HARNESS_PRIORITY,
+    ),
+    Probe(
+        "a harness's I/O priority lowered by a job does not reach the next",
+        HARNESS_IO_PRIORITY_INTACT.format(ioprio=IOPRIO),
+        _ok,
+        before=LOWER_HARNESS_IO_PRIORITY.format(ioprio=IOPRIO),
     ),
     Probe(
         "a harness's CPUs narrowed by a job do not reach the next", HARNESS_CPUS_INTACT, _ok, before=NARROW_HARNESS_CPUS
