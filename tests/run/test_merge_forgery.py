@@ -98,3 +98,65 @@ def test_a_forged_ledger_is_refused(testtime_cli: Cli, tmp_path: Path, shards: t
 def test_an_edited_problem_is_refused(testtime_cli: Cli, tmp_path: Path, shards: tuple[Path, Path]) -> None:
     edit_jsonl(shards[1] / "problems.jsonl", lambda p: p.update(statement=p["statement"] + " (easy)"))
     refused(testtime_cli, tmp_path, shards, "differs from the benchmark's own")
+
+
+def _sharded(testtime_cli: Cli, tmp_path: Path, replies: list[str], *args: str) -> tuple[Path, Path]:
+    script = tmp_path / "replies.json"
+    script.write_text(json.dumps(replies))
+    paths = []
+    for index in (1, 2):
+        path = tmp_path / f"shard{index}"
+        done = testtime_cli("run", "--bench", "arith", "--limit", "4", "--concurrency", "1", "--quiet", *args,
+                            "--model", f"fake:file:{script}", "--shard", f"{index}/2", "--out", str(path))  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        paths.append(path)
+    return paths[0], paths[1]
+
+
+def _move_selection(row: dict[str, Any], other: dict[str, Any]) -> None:
+    """The selection, its answer and the prediction moved together to `other` (every earlier check passes)."""
+    row["selection"]["index"], row["selection"]["answer"] = other["index"], other["answer"]
+    row["prediction"] = other["answer"]
+
+
+def test_a_majority_tie_switched_to_the_other_class_is_refused(testtime_cli: Cli, tmp_path: Path) -> None:
+    """Both classes are largest, so the prediction checks passed it: the replay breaks the tie by the recorded
+    rule (earliest) and disagrees (0.125 → 0.25 accuracy, once)."""
+    shards = _sharded(testtime_cli, tmp_path, ["It is \\boxed{1}.", "It is \\boxed{2}."], "--n", "2")
+
+    def forge(row: dict[str, Any]) -> None:
+        other = next(c for c in row["candidates"] if c["answer"] != row["prediction"])
+        _move_selection(row, other)
+
+    edit_jsonl(shards[1] / "results.jsonl", forge)
+    refused(testtime_cli, tmp_path, shards, "is not what its selector makes of the cached candidates")
+
+
+def test_a_trt_selection_moved_to_another_candidate_is_refused(testtime_cli: Cli, tmp_path: Path) -> None:
+    replies = ["It is \\boxed{1}.", "It is \\boxed{2}.", "It is \\boxed{3}."]
+    shards = _sharded(testtime_cli, tmp_path, replies, "--method", "trt", "-T", "2", "-K", "2")
+
+    def forge(row: dict[str, Any]) -> None:
+        other = next(c for c in row["candidates"] if c["answer"] not in (None, row["prediction"]))
+        _move_selection(row, other)
+
+    edit_jsonl(shards[0] / "results.jsonl", forge)
+    refused(testtime_cli, tmp_path, shards, "is not what its selector makes of the cached candidates")
+
+
+def test_a_forged_failed_call_line_is_refused(testtime_cli: Cli, tmp_path: Path, shards: tuple[Path, Path]) -> None:
+    ledger = shards[0] / "ledger.jsonl"
+    line = json.loads(ledger.read_text().splitlines()[0])
+    line.update(error="upstream failed", prompt_tokens=10**7, completion_tokens=10**7, cached=False)
+    ledger.write_text(ledger.read_text() + json.dumps(line) + "\n")
+    refused(testtime_cli, tmp_path, shards, "more than any call of this run could")
+
+
+def test_a_shard_whose_cache_is_not_its_settings_is_refused(
+    testtime_cli: Cli, tmp_path: Path, shards: tuple[Path, Path]
+) -> None:
+    for shard in shards:  # both, so they still agree with each other
+        config = json.loads((shard / "config.json").read_text())
+        config["run"]["seed"] = 7
+        (shard / "config.json").write_text(json.dumps(config))
+    refused(testtime_cli, tmp_path, shards, "does not come back from the cache under the recorded settings")

@@ -125,12 +125,13 @@ def resume(path: Path, changes: ResumeChanges | None = None) -> OpenRun:
     return OpenRun(directory, manifest, parts, notes=notes, lock=lock, settings_used=settings)
 
 
-def replay(path: Path) -> OpenRun:
-    """Re-score a run from its cache, making no model call, into a fresh folder inside it."""
+def replay(path: Path, into: Path | None = None) -> OpenRun:
+    """Re-score a run from its cache, making no model call, into a fresh folder inside it (or `into`: merge's
+    scratch folder, which re-derives a shard's selections without writing to the shard)."""
     source = RunDir.open_existing(path)
     manifest = source.read_manifest()
     parts = build_parts(manifest.run, replay=True)
-    directory = RunDir.create(path / f"replay-{time.strftime('%Y%m%d-%H%M%S')}")
+    directory = RunDir.create(into or path / f"replay-{time.strftime('%Y%m%d-%H%M%S')}")
     lock = _lock(directory)
     replayed = manifest.model_copy(
         update={"effective": parts.effective(), "model": None, "created": now(), "resumed": []}

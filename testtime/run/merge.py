@@ -35,7 +35,7 @@ from testtime.evaluation.summary import RunSummary
 from testtime.run.build import build_benchmark, check_sandbox_choice, data_changed, load_problems
 from testtime.run.directory import RunDir
 from testtime.run.manifest import RunManifest, now
-from testtime.run.merge_checks import check_shard
+from testtime.run.merge_checks import check_selections, check_shard
 from testtime.run.outcome import write_outcome
 from testtime.run.settings import ResumeChanges
 from testtime.run.shard import interleave, parse_shard, shard_of
@@ -107,6 +107,8 @@ def merge_runs(paths: list[Path], out: Path, wall_s: float | None = None) -> tup
     """Merge finished shard runs into a new run directory `out`; returns it with its recomputed summary."""
     shards = read_shards(paths)
     merged = merged_records(shards)  # checked and graded before anything is written
+    for directory, _ in shards:  # a Ray run's own shards are not replayed: its driver made them
+        check_selections(directory.path)
     target = RunDir.create(out)
     write_merged(target, shards, merged, [s.path for s, _ in shards], wall_s)
     summary = target.read_summary()
@@ -183,7 +185,7 @@ def regraded(
             raise UserError(f"{settings.bench} changed since the shards ran (its sha256 differs): cannot grade them")
         count = len(shards)
         by_id: dict[str, ResultRecord] = {}
-        for index, ((directory, _), held, results) in enumerate(
+        for index, ((directory, manifest), held, results) in enumerate(
             zip(shards, problem_lists, result_lists, strict=True), 1
         ):
             expected_problems = shard_of(problems, f"{index}/{count}")
@@ -200,7 +202,9 @@ def regraded(
             stray = set(answered) - set(expected)
             if stray:
                 raise UserError(f"{directory.path} has results for problems outside its shard: {sorted(stray)[:3]}")
-            check_shard(directory.path, held, expected_problems, results)
+            caps = {kind: params.max_tokens for kind, params in (manifest.effective.sampling.items()
+                                                                 if manifest.effective else [])}  # fmt: skip
+            check_shard(directory.path, held, expected_problems, results, caps)
             by_id.update((r.problem_id, r) for r in results)
         if benchmark.needs_sandbox:  # code is graded by running it on the hidden tests, as the shards did
             check_sandbox_choice(settings)

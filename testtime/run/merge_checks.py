@@ -9,6 +9,11 @@ figure the merged run reports is checked against a record the figure was made fr
   prompt and completion tokens (TTRL's training lines and failed attempts are not in the cache; they are taken
   as recorded).
 
+- selections (`check_selections`): the shard replayed from its own cache into a scratch folder, with its
+  recorded method, selector, options and seed: each problem's selection and prediction must be what the replay
+  makes of the cached candidates (ties broken by the recorded rule), and every sample the shard answered must
+  come back from the cache under its recorded settings.
+
 A check that fails refuses the merge with one line naming the shard, the problem and what differs.
 """
 
@@ -26,8 +31,15 @@ from testtime.core.trace import CALL_ID_LENGTH
 from testtime.methods import EXTRACTORS
 
 
-def check_shard(path: Path, held: list[Problem], expected: list[Problem], results: list[ResultRecord]) -> None:
-    """Refuse (one line) a shard whose problems, answers or tokens are not what its records derive."""
+def check_shard(
+    path: Path,
+    held: list[Problem],
+    expected: list[Problem],
+    results: list[ResultRecord],
+    caps: dict[str, int | None] | None = None,
+) -> None:
+    """Refuse (one line) a shard whose problems, answers or tokens are not what its records derive. `caps`: the
+    token cap of each kind of call (the manifest's sampling), which bounds what a failed attempt may claim."""
     for mine, theirs in zip(held, expected, strict=True):
         if mine != theirs:
             raise UserError(f"{path}: problem {mine.id} differs from the benchmark's own (problems.jsonl was edited)")
@@ -35,7 +47,7 @@ def check_shard(path: Path, held: list[Problem], expected: list[Problem], result
     problems = {p.id: p for p in expected}
     for result in results:
         _check_answers(path, problems[result.problem_id], result, cached)
-    _check_tokens(path, cached)
+    _check_tokens(path, cached, caps or {})
 
 
 def _cached(path: Path) -> dict[str, Completion]:
@@ -85,10 +97,12 @@ def _chosen(result: ResultRecord) -> Candidate | None:
     return result.candidates[0] if len(result.candidates) == 1 else None
 
 
-def _check_tokens(path: Path, cached: dict[str, Completion]) -> None:
+def _check_tokens(path: Path, cached: dict[str, Completion], caps: dict[str, int | None]) -> None:
+    entries = read_entries(path / "ledger.jsonl")
+    _check_failed_lines(path, entries, cached, caps)
     paid = [
         e
-        for e in read_entries(path / "ledger.jsonl")
+        for e in entries
         if e.kind == "model_call" and not e.cached and e.error is None and not e.purpose.startswith("ttrl_")
     ]
     recorded = (len(paid), sum(e.prompt_tokens for e in paid), sum(e.completion_tokens for e in paid))
@@ -102,3 +116,75 @@ def _check_tokens(path: Path, cached: dict[str, Completion]) -> None:
             f"{path}: the ledger's paid calls ({recorded[0]}, {recorded[1]:,} + {recorded[2]:,} tokens) are not the "
             f"cache's completions ({derived[0]}, {derived[1]:,} + {derived[2]:,}): ledger.jsonl was edited"
         )
+
+
+def _check_failed_lines(path: Path, entries: list, cached: dict[str, Completion], caps: dict[str, int | None]) -> None:
+    """A failed attempt is in no cache, so its tokens are bounded instead: no more completion tokens than its kind
+    of call's cap, a prompt no longer than 4 × the longest the shard's cache holds (another kind of call's prompt
+    may be longer: a reflection quotes rollouts). A forged failed line of 10^7 tokens once multiplied a merged
+    run's tokens by 16,900; a smaller forgery within these bounds passes (docs/scaling.md says so)."""
+    longest = max((c.usage.prompt_tokens for c in cached.values()), default=None)
+    longest_prompt = None if longest is None else 4 * longest
+    for entry in entries:
+        if entry.kind != "model_call" or entry.cached or entry.error is None:
+            continue
+        cap = caps.get(entry.purpose)
+        over_cap = cap is not None and entry.completion_tokens > cap
+        over_prompt = longest_prompt is not None and entry.prompt_tokens > longest_prompt
+        if over_cap or over_prompt:
+            raise UserError(
+                f"{path}: a failed {entry.purpose} call of problem {entry.problem_id} claims {entry.prompt_tokens:,} + "
+                f"{entry.completion_tokens:,} tokens, more than any call of this run could: ledger.jsonl was edited"
+            )
+
+
+def check_selections(path: Path) -> None:
+    """Replay the shard from its cache (no model call) and refuse a recorded selection the replay does not make:
+    a TRT selection moved to another candidate, a majority tie switched to the other class, a cache whose keys
+    are not the recorded settings'. A method that trains (TTRL) is not replayed here."""
+    import tempfile
+
+    from testtime.methods import PerProblem
+    from testtime.run.directory import RunDir
+    from testtime.run.execute import execute
+    from testtime.run.lifecycle import replay
+
+    shard = RunDir(path)
+    with tempfile.TemporaryDirectory(prefix="testtime-merge-") as scratch:
+        opened = replay(path, into=Path(scratch) / "replay")
+        try:
+            if not isinstance(opened.parts.method, PerProblem):
+                return
+            execute(opened)
+        finally:
+            opened.release()
+            opened.parts.close()
+        again = {r.problem_id: r for r in RunDir(opened.path).read_results()}
+    for record in shard.read_results():
+        redone = again.get(record.problem_id)
+        where = f"{path}: problem {record.problem_id}"
+        if redone is None:
+            raise UserError(f"{where} was not answered again from the shard's cache")
+        lost = [
+            c.index for c, d in zip(record.candidates, redone.candidates, strict=False) if c.error is None and d.error
+        ]
+        if lost:
+            raise UserError(
+                f"{where}: sample {lost[0]} does not come back from the cache under the recorded settings (its "
+                "cache keys are another run's, or config.json was edited)"
+            )
+        if _choice(record) != _choice(redone):
+            raise UserError(
+                f"{where}: the recorded selection ({_shown(record)}) is not what its selector makes of the cached "
+                f"candidates ({_shown(redone)}): results.jsonl was edited"
+            )
+
+
+def _choice(record: ResultRecord) -> tuple[object, ...]:
+    selection = record.selection
+    return record.prediction, selection.index if selection else None, selection.answer if selection else None
+
+
+def _shown(record: ResultRecord) -> str:
+    prediction, index, _ = _choice(record)
+    return f"candidate {index}, answer {prediction}"
