@@ -11,9 +11,11 @@ were never one run's wall clock.
 Nothing a shard says about itself is trusted: the benchmark is loaded again (its data must still have the
 shards' sha256), each shard must hold exactly the slice its manifest names (the same problems, in order), no
 problem is answered twice, every prediction and token count is derived again from the records it was made
-from (`merge_checks.py`: the candidates' texts against the cache, the ledger against the cache), and every
-result is graded again against the sealed references, so an edited `correct` field, a forged prediction, an
-inflated ledger or a relabelled copy of another shard cannot change the merged figures.
+from (`merge_checks.py`: the candidates' texts against the cache, the ledger against the cache, each selection
+by replaying the shard from its own cache), and every result is graded again against the sealed references, so
+an edited `correct` field, a forged prediction or selection, an inflated ledger or a relabelled copy of another
+shard cannot change the merged figures. A shard forged whole, consistent with its own cache, can (said in
+docs/scaling.md).
 """
 
 from __future__ import annotations
