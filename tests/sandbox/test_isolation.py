@@ -67,6 +67,22 @@ def test_a_job_with_no_tests_keeps_its_worker(backend: Sandbox) -> None:
     assert spawned == []
 
 
+def test_a_job_that_stops_every_process_it_can_costs_its_worker_nothing(backend: Sandbox) -> None:
+    """`kill(-1, SIGSTOP)` stopped the zygote, and the worker was replaced after every such job (6.4-7.2 s each,
+    counted here as replacements, not timed): the zygote is continued instead."""
+    stopper = "import os, signal\nprint(input(), flush=True)\nos.kill(-1, signal.SIGSTOP)"
+    spawned: list[int] = []
+    original = backend._spawn  # type: ignore[attr-defined]
+    backend._spawn = lambda: spawned.append(1) or original()  # type: ignore[attr-defined]
+    try:
+        for _ in range(3):
+            assert backend.run(stopper, [TestCase(input="x", output="x")]).passed
+            assert backend.run("print(input())", [TestCase(input="y", output="y")]).passed
+    finally:
+        del backend._spawn  # type: ignore[attr-defined]
+    assert spawned == []
+
+
 def test_eight_concurrent_jobs_get_independent_verdicts(backend: Sandbox) -> None:
     program = "n = int(input())\nprint(n * n)"
 

@@ -267,6 +267,7 @@ class Supervisor:
         it touches nothing."""
         reasons = ["a limit was hit"] if limit_hit else []
         job_groups, self.job_groups = set(self.job_groups), []
+        self.zygote.resume()  # stopped by the job: it would answer nothing below
         for pid in job_groups:
             self.zygote.exit_status(pid, 1.0)  # killed at the end of its job: let it go before the sweep
         if os.getpid() == 1:

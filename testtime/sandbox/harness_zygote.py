@@ -8,6 +8,7 @@ set-up (`prepare_zygote`) is what every job process inherits rather than redoes.
 
 import os
 import select
+import signal
 import socket
 import time
 
@@ -38,6 +39,15 @@ class Zygote:
                 os.close(fd)
         except (OSError, IndexError):
             return True  # gone
+
+    def resume(self):
+        """A zygote a program stopped (`kill(-1, SIGSTOP)`) is continued: nothing of it changed, and replacing the
+        worker for it cost 6 s a job. A zygote that is gone stays gone (`spawn` then says so)."""
+        if self.stopped():
+            try:
+                os.kill(self.pid, signal.SIGCONT)
+            except OSError:
+                pass
 
     def spawn(self):
         """(pid, job pipe, report pipe, stdout memfd, nudge pipe) of a new job process; None when the zygote is
