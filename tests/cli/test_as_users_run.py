@@ -1,4 +1,5 @@
-"""The installed command as nohup, CI and log files run it: stderr to a file, no --quiet, so the progress display
+"""The installed command as nohup, CI and log files run it, for every run kind (batch, resume, stream, shard and
+merge, serve): stderr to a file, no --quiet, so the progress display
 takes its off-terminal path (plain lines). A stream's total is unknown there; a regression in that path hid from
 every test that passed --quiet."""
 
@@ -120,3 +121,39 @@ def test_a_huge_plan_meant_stays_bounded_and_stops_on_sigterm(tmp_path: Path) ->
     finally:
         process.kill()
         log.close()
+
+
+def test_shards_and_their_merge_with_stderr_to_a_file(tmp_path: Path) -> None:
+    for index in (1, 2):
+        status, said = logged(tmp_path, "run", "--bench", "arith", "--limit", "4", "--n", "2", "--model", "fake:echo",
+                              "--shard", f"{index}/2", "--out", str(tmp_path / f"s{index}"))  # fmt: skip
+        assert status == 0 and "Traceback" not in said and "progress: 2/2 problems" in said, said
+    status, said = logged(tmp_path, "merge", str(tmp_path / "s1"), str(tmp_path / "s2"), "--out", str(tmp_path / "m"))
+    assert status == 0 and "Traceback" not in said, said
+    assert len((tmp_path / "m" / "results.jsonl").read_text().splitlines()) == 4
+
+
+def test_serve_with_stderr_to_a_file_answers_and_logs_each_request(tmp_path: Path) -> None:
+    import signal
+    import time
+    import urllib.request
+
+    log = tmp_path / "serve.log"
+    with log.open("w") as stderr:
+        command = [TESTTIME, "serve", "--model", "fake:echo", "--port", "0", "--out", str(tmp_path / "served")]
+        server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, text=True)
+        try:
+            assert server.stdout is not None
+            url = server.stdout.readline().strip()
+            body = json.dumps({"model": "fake:echo", "messages": [{"role": "user", "content": "What is 1+1?"}]})
+            request = urllib.request.Request(f"{url}/chat/completions", body.encode(),
+                                             {"Content-Type": "application/json"})  # fmt: skip
+            with urllib.request.urlopen(request, timeout=60) as response:
+                assert response.status == 200 and json.loads(response.read())["choices"]
+        finally:
+            server.send_signal(signal.SIGTERM)
+            server.wait(timeout=60)
+    time.sleep(0.1)
+    said = log.read_text()
+    assert server.returncode in (0, 128 + signal.SIGTERM) and "Traceback" not in said, said
+    assert " calls " in said and "answered" in said, said  # the request's log line, then the stop's summary
