@@ -180,3 +180,30 @@ def test_each_rollout_is_recorded_with_the_strategy_its_prompt_showed() -> None:
     recorded = [c.strategy for r in result.rounds for c in r.candidates]
     assert recorded == [shown[n] for n in range(6)]
     assert recorded[2:] == ["plan-2-0", "plan-2-1", "plan-3-0", "plan-3-1"]  # the strategies differ per round
+
+
+def test_trt_on_code_ranks_by_unit_tests_unless_told_otherwise() -> None:
+    """The seed's self-verification by default: unit tests with expected outputs from the specification,
+    candidates ranked by tests passed; behaviour agreement stays a named alternative (`rank=agreement`)."""
+    from testtime.methods.plan import ProblemSet, RunBase
+    from testtime.methods.trt.method import TRT
+
+    base = RunBase(model="fake:", n=None, seed=0)
+    for preset in ("paper", "released"):
+        plan = TRT(preset=preset).plan(ProblemSet("code"), base)
+        assert plan.selector is not None and plan.selector.options.rank == "tests_passed"  # type: ignore[attr-defined]
+        assert plan.method["selector"]["rank"] == "tests_passed"  # the manifest says which
+    chosen = TRT(selector_options={"rank": "agreement"}).plan(ProblemSet("code"), base)
+    assert chosen.selector is not None and chosen.selector.options.rank == "agreement"  # type: ignore[attr-defined]
+
+
+def test_a_trt_code_run_recorded_before_rank_resumes_by_agreement() -> None:
+    from testtime.run.migrate import manifest_to_current
+
+    old = {"schema_version": 2, "run": {"method": "trt", "seeds": "per-problem", "method_options": {"rounds": "2"}},
+           "method": {"name": "trt", "selector": {"name": "execution", "test_inputs": 10}}}  # fmt: skip
+    migrated = manifest_to_current(old)
+    assert migrated["run"]["method_options"] == {"rounds": "2", "selector_options": {"rank": "agreement"}}
+    recorded = {"name": "execution", "test_inputs": 10, "rank": "tests_passed"}
+    new = {**old, "method": {"name": "trt", "selector": recorded}}
+    assert manifest_to_current(new)["run"]["method_options"] == {"rounds": "2"}

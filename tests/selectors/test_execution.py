@@ -170,3 +170,52 @@ def test_identical_programs_run_once_and_still_count_as_agreement(sandbox: Sandb
     assert sorted(counting.programs) == sorted([WRONG, CORRECT])
     assert selection.index == 1 and selection.cluster_sizes == (2, 1)
     assert isinstance(selection.evidence, ExecutionEvidence) and len(selection.evidence.report) == 3
+
+
+def test_unit_tests_rank_candidates_by_tests_passed_not_by_agreement(sandbox: Sandbox) -> None:
+    """rank=tests_passed (TRT's paper): two wrong programs that agree outvote the one right program under
+    agreement; under unit tests with expected outputs, the right one passes more and wins."""
+    wrong_too = "n = int(input())\nprint(n % 9)"
+    tests = [{"input": "99", "output": "18"}, {"input": "48", "output": "12"}, {"input": "5", "output": "5"}]
+    agreed, _ = select(sandbox, [WRONG, wrong_too, CORRECT], tests, predicted_outputs=True)
+    assert agreed.index in (0, 1)  # the larger behaviour class
+    ranked, _ = select(sandbox, [WRONG, wrong_too, CORRECT], tests, rank="tests_passed")
+    assert ranked.index == 2 and isinstance(ranked.evidence, ExecutionEvidence)
+    passed = {c.index: c.tests_passed for c in ranked.evidence.candidates}
+    assert passed == {0: 1, 1: 1, 2: 3}  # every candidate's count recorded, beside its agreement weight
+    assert all(c.agreement_weight > 0 for c in ranked.evidence.candidates)
+    assert "rank=tests_passed" in ranked.rule
+
+
+def test_unit_tests_ties_go_to_agreement_then_the_earliest(sandbox: Sandbox) -> None:
+    # the second expected output is wrong for everyone: one test passed each, a tie
+    tests = [{"input": "5", "output": "5"}, {"input": "99", "output": "7"}]
+    ranked, _ = select(sandbox, [WRONG, CORRECT, CORRECT_TOO], tests, rank="tests_passed")
+    assert isinstance(ranked.evidence, ExecutionEvidence)
+    assert {c.index: c.tests_passed for c in ranked.evidence.candidates} == {0: 1, 1: 1, 2: 1}
+    assert ranked.index == 1  # the larger behaviour class on "99" (18 twice), then its earliest member
+    wrong_expected = [{"input": "5", "output": "5"}, {"input": "99", "output": "0"}]
+    most, _ = select(sandbox, [WRONG, CORRECT, CORRECT_TOO], wrong_expected, rank="tests_passed")
+    assert most.index == 0  # more tests passed beats a larger class: the seed's rule, wrong tests and all
+
+
+def test_unit_tests_are_written_from_the_specification_alone() -> None:
+    seen: list[str] = []
+
+    def capture(messages: Sequence[Message], params: SamplingParams) -> str:
+        seen.append(messages[-1].content)
+        return "[]"
+
+    engine = RolloutEngine(FakeModel(capture), model_name="fake:", cache=CompletionCache(None), ledger=Ledger())
+    candidates = [Candidate(index=0, text="", answer="print(1)"), Candidate(index=1, text="", answer="print(2)")]
+
+    class NoRun:
+        async def arun(self, *args: object) -> object:
+            from testtime.sandbox import ExecutionReport
+
+            return ExecutionReport(backend="none", tests=[])
+
+    context = SelectionContext(calls=Calls(engine, {"tests": SamplingParams()}, "digits"), sandbox=NoRun())  # type: ignore[arg-type]
+    asyncio.run(ExecutionSelector(rank="tests_passed", test_inputs=4).select(problem(), candidates, context))
+    assert "sum of the decimal digits" in seen[0] and '"output"' in seen[0] and "4 objects" in seen[0]
+    assert "print(1)" not in seen[0] and "print(2)" not in seen[0] and "Candidate" not in seen[0]

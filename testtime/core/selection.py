@@ -55,8 +55,11 @@ class ExecutionCandidate(Record):
     index: int
     public_passed: int
     cluster_size: int
-    agreement_weight: float
+    agreement_weight: float  # its behaviour class's size × the share of kept written inputs it ran cleanly on
     predicted_agreement: int
+    # public tests plus written tests with expected outputs it passed (rank tests_passed ranks by this); null where
+    # no expected output was written (inputs only) or in runs made before it was recorded
+    tests_passed: int | None = None
 
 
 class TestRun(Record):

@@ -12,6 +12,9 @@
    generated tests the candidate ran cleanly (a crash where others ran is evidence of a bug); agreement with
    predicted outputs. Ties go to the earliest candidate and are reported. An empty suite never counts as a
    pass.
+`rank=tests_passed` (TRT's default on code, as its paper describes self-verification): the model writes unit
+tests with expected outputs from the specification alone, never shown the candidates; candidates rank by tests
+passed (public + written), then by agreement weight, then the earliest. Both figures are recorded per candidate.
 The Selection carries the per-candidate, per-test report (TRT's reflection reads it) and the sandbox time.
 """
 
@@ -21,7 +24,7 @@ import asyncio
 import json
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -47,6 +50,11 @@ PROGRAM_PREVIEW = 1500
 class ExecutionOptions(Options):
     test_inputs: int = flag(10, "inputs the model writes where candidates disagree", ge=0)
     predicted_outputs: bool = flag(False, "also ask for expected outputs (agreement with them breaks ties)")
+    rank: Literal["agreement", "tests_passed"] = flag(
+        "agreement",
+        "agreement: behaviour agreement on model-written inputs (CodeT-like) | tests_passed: unit tests with "
+        "expected outputs written from the specification alone, candidates ranked by tests passed (TRT's paper)",
+    )
     timeout_s: float = Field(2.0, gt=0, description="per-test time limit for the candidates")
 
 
@@ -88,7 +96,15 @@ class ExecutionSelector(Selector):
 
     @property
     def rule(self) -> str:
-        return f"execution(inputs={self.options.test_inputs}, predicted_outputs={self.options.predicted_outputs})"
+        o = self.options
+        if o.rank == "tests_passed":
+            return f"execution(unit_tests={o.test_inputs}, rank=tests_passed, then agreement)"
+        return f"execution(inputs={o.test_inputs}, predicted_outputs={o.predicted_outputs})"
+
+    @property
+    def unit_tests(self) -> bool:
+        """Tests with expected outputs from the specification alone (TRT's paper), not inputs aimed at candidates."""
+        return self.options.rank == "tests_passed"
 
     async def select(self, problem: Problem, candidates: Sequence[Candidate], ctx: SelectionContext) -> Selection:
         runnable = [c for c in candidates if c.answer]
@@ -137,18 +153,21 @@ class ExecutionSelector(Selector):
             return [], SuiteStats(requested=n)  # nothing to discriminate, or no model to ask
         else:
             func_name = problem.metadata.get("func_name")
-            template = prompts.TEST_CASES if self.options.predicted_outputs else prompts.TEST_INPUTS
             input_format = prompts.FUNCTIONAL_FORMAT.format(func_name=func_name) if func_name else prompts.STDIN_FORMAT
-            distinct = list(dict.fromkeys(c.answer for c in runnable if c.answer))[:4]
-            programs = (
-                "\n\n".join(f"```python\n{program[:PROGRAM_PREVIEW]}\n```" for program in distinct) or "(none yet)"
-            )
-            message = template.format(
-                statement=problem.statement, programs=programs, count=n, input_format=input_format
-            )
+            if self.unit_tests:  # from the specification alone: the candidates are never shown
+                message = prompts.UNIT_TESTS.format(statement=problem.statement, count=n, input_format=input_format)
+            else:
+                template = prompts.TEST_CASES if self.options.predicted_outputs else prompts.TEST_INPUTS
+                distinct = list(dict.fromkeys(c.answer for c in runnable if c.answer))[:4]
+                programs = (
+                    "\n\n".join(f"```python\n{program[:PROGRAM_PREVIEW]}\n```" for program in distinct) or "(none yet)"
+                )
+                message = template.format(
+                    statement=problem.statement, programs=programs, count=n, input_format=input_format
+                )
             completion = await ctx.ask("tests", [Message(role="user", content=message)])
             assert completion is not None, "the tests kind is declared: checked above"
-            parsed = parse_generated(completion.text, self.options.predicted_outputs)
+            parsed = parse_generated(completion.text, self.options.predicted_outputs or self.unit_tests)
         unique: dict[str, str | None] = {}
         duplicates = 0
         for test_input, output in parsed:
@@ -199,21 +218,25 @@ class ExecutionSelector(Selector):
         )
         size = {s: list(signatures.values()).count(s) for s in classes}
         scored = []
+        expected = [None if out is None else _behaviour("pass", output_digest(out)) for _, out in generated]
         for c in compiled:
             tests = reports[c.index].tests
             public_passed = sum(t.verdict == "pass" for t in tests[:n_public])
             clean = sum(behaviour[c.index][j].startswith("ok:") for j in kept) / len(kept) if kept else 1.0
-            predicted = sum(
-                1
-                for j in kept
-                if generated[j][1] is not None
-                and behaviour[c.index][j] == _behaviour("pass", output_digest(generated[j][1] or ""))
+            predicted = sum(1 for j in kept if expected[j] is not None and behaviour[c.index][j] == expected[j])
+            # every written test with its expected output counts here, discriminating or not
+            unit_passed = sum(
+                1 for j, want in enumerate(expected) if want is not None and behaviour[c.index][j] == want
             )
-            scored.append(((public_passed, round(size[signatures[c.index]] * clean, 6), predicted), c))
-        best = max(score for score, _ in scored)
-        winners = [c for score, c in scored if score == best]
+            agreement = round(size[signatures[c.index]] * clean, 6)
+            if self.unit_tests:  # tests passed (public + written), then agreement, then the earliest
+                scored.append(((public_passed + unit_passed, agreement, predicted), c, public_passed + unit_passed))
+            else:
+                scored.append(((public_passed, agreement, predicted), c, public_passed + unit_passed))
+        best = max(score for score, _, _ in scored)
+        winners = [c for score, c, _ in scored if score == best]
         chosen = winners[0]
-        by_index = {c.index: score for score, c in scored}
+        by_index = {c.index: score for score, c, _ in scored}
         return Selection(
             selector=self.name,
             index=chosen.index,
@@ -246,12 +269,13 @@ class ExecutionSelector(Selector):
                 candidates=tuple(
                     ExecutionCandidate(
                         index=c.index,
-                        public_passed=score[0],
+                        public_passed=sum(t.verdict == "pass" for t in reports[c.index].tests[:n_public]),
                         cluster_size=size[signatures[c.index]],
                         agreement_weight=score[1],
                         predicted_agreement=score[2],
+                        tests_passed=passed if self.unit_tests or self.options.predicted_outputs else None,
                     )
-                    for score, c in scored
+                    for score, c, passed in scored
                 ),
                 report=tuple(
                     CandidateRuns(

@@ -28,6 +28,17 @@ the constraints, each with the output a correct program must produce.
 Return only a JSON list of {count} objects {{"input": ..., "output": ...}}. {input_format}"""
 """Asks for inputs with predicted outputs (`predicted_outputs=True`); agreement with them only breaks ties."""
 
+UNIT_TESTS = """You are writing unit tests for the programming problem below, from its specification alone: \
+typical cases, edge cases, boundaries and tricky cases that satisfy the constraints, each with the exact output \
+a correct program must produce.
+
+### Problem
+{statement}
+
+Return only a JSON list of {count} objects {{"input": ..., "output": ...}}. {input_format}"""
+"""TRT's tests on code, as its paper describes its self-verification: unit tests with expected outputs written
+from the specification, never shown the candidates; candidates then rank by the tests they pass."""
+
 STDIN_FORMAT = "Each input is a string exactly as the program reads it from standard input."
 FUNCTIONAL_FORMAT = (
     "Each input is a string holding one JSON value per line, one line per argument of `{func_name}`, in order."

@@ -137,6 +137,9 @@ class TRT(PerProblem):
         selector = o.build(problems.domain)
         if selector.name == "exclusivity" and "rule" not in o.selector_options:
             selector = type(selector)(rule=o.exclusivity_rule)
+        if selector.name == "execution" and "rank" not in o.selector_options:
+            # the paper's self-verification: unit tests from the specification, candidates ranked by tests passed
+            selector = type(selector)(**{**o.selector_options, "rank": "tests_passed"})
         reflects = o.knowledge or o.strategies
         kinds: list[str] = [
             *(["strategies"] if o.strategies else []),
