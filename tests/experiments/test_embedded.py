@@ -148,3 +148,23 @@ def test_the_no_answer_warnings_advice_works_as_written_on_the_embedded_model(
     assert count == 0 and "--bench-opt template=FILE with one worked example" in " ".join(said.split())
     count, said = answered("shown", "--bench-opt", "template=template.txt")
     assert count >= 4 and "no sample gave an answer" not in said
+
+
+def test_a_text_run_judged_by_the_embedded_model_warns_and_counts_its_fall_backs(
+    tmp_path: Path, testtime_cli: Callable[..., Any]
+) -> None:
+    """The embedded model copies the judge prompt's example line: every judged selection falls back to word
+    overlap, and the run says so (once silent: confidence then ranked contradictions above paraphrases)."""
+    rows = [("q1", "What is the capital of France?", "Paris"), ("q2", "Which animal says moo?", "cow")]
+    lines = [json.dumps({"id": i, "problem": q, "answer": a}) + "\n" for i, q, a in rows]
+    (tmp_path / "t.jsonl").write_text("".join(lines))
+    out = tmp_path / "run"
+    ran = testtime_cli("run", "--bench", "t.jsonl", "--n", "3", "--max-tokens", "32", "--out", str(out), cwd=tmp_path,
+                       env={"HF_HUB_OFFLINE": "1"}, timeout=900)  # fmt: skip
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    label_free = json.loads((out / "summary.json").read_text())["label_free"]
+    predictions = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
+    fell = label_free["judge_fell_back"]
+    assert label_free["judged"] == 2 and fell >= 1  # measured: 6 of 6 on six such questions
+    assert sum(p["confidence_basis"] == "word overlap" for p in predictions) == fell
+    assert f"{fell} of 2 judged selections fell back" in " ".join(ran.stderr.split())

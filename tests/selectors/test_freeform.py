@@ -263,3 +263,22 @@ def test_one_reply_is_its_own_choice_without_a_call_or_a_confidence() -> None:
         assert selection.index == 0 and selection.evidence is not None
         assert selection.evidence.confidence is None  # type: ignore[union-attr]
     assert ledger.totals.calls == 0
+
+
+def test_each_judged_selection_says_whether_its_judgement_was_usable() -> None:
+    """The embedded model as judge copied the prompt's example line on 6 of 6 problems, and nothing said so."""
+    judged, _, _ = run("medoid", by_meaning, replies=PARAPHRASES, problem=CAPITAL)
+    fell, _, _ = run("medoid", "Group: 1, 2", replies=PARAPHRASES, problem=CAPITAL)  # the example line, copied
+    words, _, _ = run("medoid", by_meaning, replies=PARAPHRASES, problem=CAPITAL, agreement="words")
+    alike, _, _ = run("medoid", by_meaning, replies=["Paris.", "paris"], problem=CAPITAL)
+    usable = [s.evidence.judgement_usable for s in (judged, fell, words, alike)]  # type: ignore[union-attr]
+    assert usable == [True, False, None, None]  # asked and used, asked and fell back, not asked, nothing to judge
+
+    def judge(prompt: str) -> str:
+        if "Group the responses" in prompt:
+            return by_meaning(prompt)
+        return f"The most consistent response is Response {number_of(prompt, PARAPHRASES[0])}"
+
+    usc_picked, _, _ = run("usc", judge, replies=PARAPHRASES, problem=CAPITAL)
+    usc_fell, _, _ = run("usc", "I cannot decide.", replies=PARAPHRASES, problem=CAPITAL)
+    assert [s.evidence.judgement_usable for s in (usc_picked, usc_fell)] == [True, False]  # type: ignore[union-attr]

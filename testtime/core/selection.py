@@ -97,6 +97,9 @@ class SimilarityEvidence(Record):
     confidence: float | None = None
     reason: str | None = None
     agreement: Literal["judge", "words"] | None = None  # who made the classes (None: written before either)
+    # a model was asked to judge: whether its judgement could be used (False: it fell back to word overlap);
+    # None where no judgement was asked (agreement=words, one answer, older runs)
+    judgement_usable: bool | None = None
 
 
 class ConsistencyEvidence(Record):
@@ -114,6 +117,7 @@ class ConsistencyEvidence(Record):
     agreement: Literal["judge", "words"] | None = None  # the classes the confidence counts; None: an older run
     reason: str | None = None  # why the classes are identical replies, not judged ones (None: asked for, or judged)
     truncated: int = 0  # replies cut to fit the judge's caps (each reply's and the whole prompt's)
+    judgement_usable: bool | None = None  # the pick named a reply and the grouping (if asked) named groups
 
 
 Evidence = Annotated[

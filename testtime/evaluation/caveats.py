@@ -65,3 +65,23 @@ def measured_nothing(records: Sequence[ResultRecord], method: str = "") -> list[
             "{problem} (docs/own-data.md), or grade free-form replies with --bench-opt domain=text"
         )
     return warnings
+
+
+def judge_fell_back(records: Sequence[ResultRecord]) -> list[str]:
+    """The warning for a free-form run whose judge could not judge: those answers were chosen, and their
+    confidence measured, by word overlap, which ranks four contradicting templated replies above four paraphrases
+    of one answer. Silent once (the embedded model as judge fell back on 6 of 6 problems)."""
+    asked = fell = 0
+    for record in records:
+        evidence = record.selection.evidence if record.selection is not None else None
+        usable = getattr(evidence, "judgement_usable", None)
+        if usable is not None:
+            asked, fell = asked + 1, fell + (not usable)
+    if not fell:
+        return []
+    return [
+        f"{fell} of {asked} judged selections fell back to word overlap (the judge named no group or reply): their "
+        "answers were chosen, and their confidence measured, by shared words, not judged classes "
+        "(predictions.jsonl's confidence_basis says which); use a stronger judge model, or "
+        "--selector-opt agreement=words to choose by words from the start"
+    ]

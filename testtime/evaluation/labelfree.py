@@ -39,6 +39,9 @@ class Prediction(BaseModel):
     round: int | None = None  # TRT / RSA: the round or step the answer comes from
     step: int | None = None  # TTRL: the optimiser step of the weights that answered
     selector: str | None = None  # the rule that chose it
+    # what `confidence` measured: vote share | judged classes | word overlap | rollouts over rounds | behaviour
+    # agreement | trained samples; null with it, and in predictions written before it was said
+    confidence_basis: str | None = None
     error: str | None = None  # every sample failed: why
     logprob_mean: float | None = None  # --logprobs: the answer's samples' mean token log-prob; null: not asked
 
@@ -56,6 +59,21 @@ def confidence(result: ProblemResult) -> float | None:
     if result.rounds and result.selection.rule == "exclusivity(latest)":
         return support_over_rounds(result.rounds, result.prediction)
     return result.selection.majority_ratio
+
+
+def confidence_basis(result: ProblemResult) -> str | None:
+    """What `confidence(result)` measured, in words a reader of predictions.jsonl can act on."""
+    if confidence(result) is None:
+        return None
+    if result.ttrl is not None:
+        return "trained samples"
+    assert result.selection is not None  # a confidence needs one, TTRL's aside
+    evidence = result.selection.evidence
+    if isinstance(evidence, (SimilarityEvidence, ConsistencyEvidence)):
+        return "judged classes" if evidence.agreement == "judge" else "word overlap"
+    if result.rounds and result.selection.rule == "exclusivity(latest)":
+        return "rollouts over rounds"
+    return "behaviour agreement" if result.selection.selector == "execution" else "vote share"
 
 
 def support_over_rounds(rounds: Sequence[RoundRecord], prediction: str) -> float | None:
@@ -76,6 +94,7 @@ def prediction_of(
         id=result.problem_id,
         prediction=graded_answer if graded_answer is not None else result.prediction,
         confidence=confidence(result),
+        confidence_basis=confidence_basis(result),
         method=method,
         samples=len(result.candidates),
         round=max((r.round for r in result.rounds), default=None),
@@ -141,7 +160,18 @@ def label_free(records: Sequence[ResultRecord], steps: Sequence[TTRLStep] = ()) 
         values["execution_agreement"] = distribution([r.selection.majority_ratio for r in code if r.selection])
     if steps:
         values["ttrl_majority_ratio"] = [s.majority_ratio for s in steps if s.majority_ratio is not None]
+    judged = [usable for r in records if (usable := _judgement(r)) is not None]
+    if judged:
+        values["judged"], values["judge_fell_back"] = len(judged), judged.count(False)
     return LabelFreeSummary.model_validate(values)
+
+
+def _judgement(record: ResultRecord) -> bool | None:
+    """Whether the model's judgement behind a free-form selection was usable; None where none was asked."""
+    evidence = record.selection.evidence if record.selection is not None else None
+    if isinstance(evidence, (SimilarityEvidence, ConsistencyEvidence)):
+        return evidence.judgement_usable
+    return None
 
 
 def _lookup(counts: dict[str, int], answer: str | None) -> int:

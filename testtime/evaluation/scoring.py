@@ -19,7 +19,7 @@ from testtime.core.answers.freeform import final_reply
 from testtime.core.ledger import LedgerTotals
 from testtime.core.records import Reference
 from testtime.core.results import Grading, ProblemResult, ResultRecord, RoundAudit, RoundRecord, TTRLStep
-from testtime.evaluation.caveats import measured_nothing
+from testtime.evaluation.caveats import judge_fell_back, measured_nothing
 from testtime.evaluation.labelfree import distribution, label_free
 from testtime.evaluation.metrics import maj_at_k, mean_ci, powers_of_two_upto, vote_clusters
 from testtime.evaluation.summary import AdaptiveSummary, LedgerSummary, RoundsSummary, RunSummary
@@ -176,7 +176,8 @@ def summarize(
         values["adaptive"] = adaptive_summary(stops)
     values["graded_on_public_tests_only"] = sum(r.public_only for r in records)  # loud: optimistic scores
     values["errata_problems"] = [r.problem_id for r in records if r.erratum]
-    run["warnings"] = [*run.get("warnings", ()), *measured_nothing(records, str(run.get("method", "")))]
+    said = [*measured_nothing(records, str(run.get("method", ""))), *judge_fell_back(records)]
+    run["warnings"] = [*run.get("warnings", ()), *said]
     return RunSummary.model_validate({**values, **run})
 
 

@@ -131,6 +131,10 @@ class LabelFreeSummary(SummaryRecord):
     refuted_share: float | None = None  # TRT: problems whose final answer some rollout refuted
     execution_agreement: Distribution | None = None  # code: candidates behaving like the chosen program
     ttrl_majority_ratio: list[float] | None = None  # TTRL: the vote's majority ratio per optimiser step
+    # free-form text: selections that asked the model to judge, and how many of those fell back to word overlap
+    # (the judge named no group or no reply); null where no judgement was asked
+    judged: int | None = None
+    judge_fell_back: int | None = None
 
 
 class AdaptiveSummary(SummaryRecord):

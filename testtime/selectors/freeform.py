@@ -120,12 +120,15 @@ class Medoid:
             evidence=evidence,
         )
 
-    def similarity_evidence(self, position: int | None, reason: str | None = None) -> SimilarityEvidence:
+    def similarity_evidence(
+        self, position: int | None, reason: str | None = None, usable: bool | None = None
+    ) -> SimilarityEvidence:
         return SimilarityEvidence(
             mean_similarity=tuple(None if m is None else round(m, 6) for m in self.mean),
             confidence=None if position is None else self.confidence(position),
             reason=reason,
             agreement="judge" if self.judged else "words",
+            judgement_usable=usable,
         )
 
 
@@ -137,10 +140,17 @@ def medoid_of(
     return words_selection(Medoid(candidates, replies), why_words)
 
 
-def words_selection(medoid: Medoid, why_words: str | None = None) -> Selection:
-    """A word-overlap medoid's `Selection`, its evidence saying why the classes are not judged ones."""
+def words_selection(medoid: Medoid, why_words: str | None = None, usable: bool | None = None) -> Selection:
+    """A word-overlap medoid's `Selection`, its evidence saying why the classes are not judged ones (`usable`:
+    False where a judgement was asked and fell back)."""
     reason = why_words if medoid.best is not None else "no candidate replied"
-    return medoid.selection("medoid", "medoid(token-f1)", medoid.best, medoid.similarity_evidence(medoid.best, reason))
+    evidence = medoid.similarity_evidence(medoid.best, reason, usable)
+    return medoid.selection("medoid", "medoid(token-f1)", medoid.best, evidence)
+
+
+def judge_asked(words: Medoid, agreement: str) -> bool:
+    """Whether `agreement_of` asks the model to group these replies (two or more different ones, judge asked)."""
+    return agreement == "judge" and len(words.classes) >= 2
 
 
 AGREEMENT_HELP = (
@@ -179,11 +189,13 @@ class MedoidSelector(Selector):
         return ("consistency",) if self.options.agreement == "judge" else ()
 
     async def select(self, problem: Problem, candidates: Sequence[Candidate], ctx: SelectionContext) -> Selection:
-        medoid, why_words = await agreement_of(problem, Medoid(candidates), ctx, self.options.agreement)
+        words = Medoid(candidates)
+        asked = judge_asked(words, self.options.agreement) and ctx.calls is not None
+        medoid, why_words = await agreement_of(problem, words, ctx, self.options.agreement)
         if medoid.judged:
-            evidence = medoid.similarity_evidence(medoid.best)
+            evidence = medoid.similarity_evidence(medoid.best, usable=True)
             return medoid.selection(self.name, "medoid(judged classes)", medoid.best, evidence)
-        return words_selection(medoid, why_words)
+        return words_selection(medoid, why_words, usable=False if asked else None)
 
 
 class USCOptions(Options):
@@ -227,6 +239,7 @@ class USCSelector(Selector):
         judged = await ask_judge(problem, prompt, ctx)
         picked, fallback = _read_pick(judged.text, labels) if judged.error is None else (None, judged.error)
         # The confidence, and the medoid's choice where the judgement names none, over classes of equivalent replies.
+        grouping = judge_asked(medoid, self.options.agreement)
         classes, why_words = await agreement_of(problem, medoid, ctx, self.options.agreement, excerpt)
         position = shown[picked] if picked is not None else classes.best
         evidence = ConsistencyEvidence(
@@ -239,6 +252,7 @@ class USCSelector(Selector):
             agreement="judge" if classes.judged else "words",
             reason=why_words,
             truncated=truncated,
+            judgement_usable=picked is not None and (classes.judged or not grouping),
         )
         return classes.selection(self.name, rule, position, evidence)
 
