@@ -203,7 +203,54 @@ def test_a_trt_code_run_recorded_before_rank_resumes_by_agreement() -> None:
     old = {"schema_version": 2, "run": {"method": "trt", "seeds": "per-problem", "method_options": {"rounds": "2"}},
            "method": {"name": "trt", "selector": {"name": "execution", "test_inputs": 10}}}  # fmt: skip
     migrated = manifest_to_current(old)
-    assert migrated["run"]["method_options"] == {"rounds": "2", "selector_options": {"rank": "agreement"}}
+    assert migrated["run"]["method_options"] == {
+        "rounds": "2",
+        "strategy_prompts": "generic",
+        "selector_options": {"rank": "agreement"},
+    }
     recorded = {"name": "execution", "test_inputs": 10, "rank": "tests_passed"}
-    new = {**old, "method": {"name": "trt", "selector": recorded}}
+    new = {**old, "method": {"name": "trt", "selector": recorded, "strategy_prompts": "domain"}}
     assert manifest_to_current(new)["run"]["method_options"] == {"rounds": "2"}
+
+
+def _boxed(prompt: str, n: int) -> str:
+    return "It is \\boxed{4}."
+
+
+def test_knowledge_health_counts_what_parsed_and_what_entered() -> None:
+    """0 of 32 strategy lists and 2 of 64 reflections once parsed on the embedded model, no lesson entered, and
+    the run was reported as TRT: every TRT summary now counts them, and warns when the list stayed empty."""
+    from testtime.core.results import ResultRecord
+    from testtime.evaluation.scoring import knowledge_health, summarize, unlabelled
+
+    healthy, _ = run(scripted(_boxed), rounds=2, rollouts=2)
+    broken, _ = run(scripted(_boxed, strategies="no list", reflection="no json"), rounds=2, rollouts=2)
+    pairs = (("ok", healthy), ("no", broken))
+    records = {name: [ResultRecord.of(result, unlabelled("math", result))] for name, result in pairs}
+    ok, no = knowledge_health(records["ok"]), knowledge_health(records["no"])
+    assert ok is not None and no is not None
+    assert (ok.strategy_lists, ok.strategy_lists_parsed, ok.reflections, ok.reflections_parsed) == (1, 1, 2, 2)
+    assert ok.lessons_entered == 1 and ok.problems_with_lessons == 1  # the same insight twice enters once
+    assert (no.strategy_lists_parsed, no.reflections_parsed, no.lessons_entered) == (0, 0, 0)
+    warned = summarize(records["no"], Ledger().totals, method="trt").warnings
+    assert any("knowledge list stayed empty" in w and "0 of 2 reflections parsed" in w for w in warned)
+    assert not any("stayed empty" in w for w in summarize(records["ok"], Ledger().totals, method="trt").warnings)
+    no_list, _ = run(scripted(_boxed), rounds=2, rollouts=2, knowledge=False)
+    health = knowledge_health([ResultRecord.of(no_list, unlabelled("math", no_list))])
+    assert health is not None and health.lessons_entered is None  # no list: nothing to warn about
+
+
+def test_strategies_are_asked_for_in_the_domains_own_paradigms() -> None:
+    seen: list[str] = []
+
+    def answer(messages: Sequence[Message], params: SamplingParams) -> str:
+        seen.append(messages[-1].content)
+        return STRATEGIES if "genuinely different approaches" in messages[-1].content else "It is \\boxed{4}."
+
+    run(FakeModel(answer), rounds=1, rollouts=2, knowledge=False)
+    code = Problem(id="sum", domain="code", statement="Print the sum.", public_tests=())
+    run(FakeModel(answer), code, rounds=1, rollouts=2, knowledge=False)
+    run(FakeModel(answer), rounds=1, rollouts=2, knowledge=False, strategy_prompts="generic")
+    asked = [p for p in seen if "genuinely different approaches" in p]
+    assert "proof and problem-solving techniques" in asked[0] and "algorithmic paradigms" in asked[1]
+    assert "paradigms" not in asked[2] and "techniques:" not in asked[2]  # the generic prompt, as runs before

@@ -186,6 +186,14 @@ def summary_table(summary: RunSummary, title: str, sampled_as: str = "") -> Tabl
                 "majority at the same solver rollouts",
                 f"--method majority --n {summary.same_budget_majority_n}{sampled_as} (tokens: `testtime report`)",
             )
+    if summary.trt_knowledge is not None:
+        k = summary.trt_knowledge
+        lessons = "no list" if k.lessons_entered is None else f"{k.lessons_entered} lessons entered"
+        table.add_row(
+            "trt knowledge",
+            f"strategy lists parsed {k.strategy_lists_parsed}/{k.strategy_lists}, reflections parsed "
+            f"{k.reflections_parsed}/{k.reflections}, {lessons}",
+        )
     if summary.ttrl is not None:
         _ttrl_rows(table, summary.ttrl, sampled_as)
     if summary.prequential is not None:

@@ -193,6 +193,17 @@ def report_command(
             )
         elif paired is not None:
             unpaired.append(f"{Path(row.run).name}: {paired.none} (no fixed run to pair the adaptive one with)")
+    for row in report.runs:
+        k = row.trt_knowledge
+        if k is not None:
+            lessons = "no knowledge list" if k.lessons_entered is None else f"{k.lessons_entered} lessons entered"
+            empty = " [yellow](the knowledge list stayed empty)[/yellow]" if k.lessons_entered == 0 else ""
+            console.print(
+                f"trt knowledge of {escape(Path(row.run).name)}: strategy lists parsed {k.strategy_lists_parsed}/"
+                f"{k.strategy_lists}, reflections parsed {k.reflections_parsed}/{k.reflections}, {lessons}{empty}",
+                soft_wrap=True,
+                highlight=False,
+            )
     for line in dict.fromkeys(unpaired):  # both budgets give the same reason: say it once
         console.print(f"[yellow]no same-budget majority for {escape(line)}[/yellow]", soft_wrap=True)
     for left in report.unfinished:

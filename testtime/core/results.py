@@ -63,6 +63,10 @@ class RoundRecord(Record):
     rejected: tuple[str, ...] = ()  # math: the answers whose refutations outweigh their support now
     strategies: tuple[Strategy, ...] = ()  # the strategies the next round will use
     reflection_parsed: bool | None = None
+    # TRT's knowledge health: whether the first strategy list parsed (round 1 only; None: not asked), and how many
+    # lessons entered the knowledge list this round (None: no knowledge list, or a run made before this was kept)
+    strategies_parsed: bool | None = None
+    lessons_added: int | None = None
 
 
 class TTRLVote(Record):

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from testtime.core.records import SamplingParams
 from testtime.core.results import ResultRecord
+from testtime.evaluation.summary import KnowledgeHealth
 
 ALL_CUT = "every sample was cut at max_tokens before it ended"
 
@@ -84,4 +85,17 @@ def judge_fell_back(records: Sequence[ResultRecord]) -> list[str]:
         "answers were chosen, and their confidence measured, by shared words, not judged classes "
         "(predictions.jsonl's confidence_basis says which); use a stronger judge model, or "
         "--selector-opt agreement=words to choose by words from the start"
+    ]
+
+
+def knowledge_stayed_empty(health: KnowledgeHealth | None) -> list[str]:
+    """The warning for a TRT run whose knowledge list never held a lesson: what ran was rounds of rollouts and
+    selection, not the recursive thinking the method is named for, and the figures should say so."""
+    if health is None or health.lessons_entered != 0:
+        return []
+    return [
+        f"TRT's knowledge list stayed empty: no lesson entered it on any problem ({health.reflections_parsed} of "
+        f"{health.reflections} reflections parsed, {health.strategy_lists_parsed} of {health.strategy_lists} "
+        "strategy lists); what ran is rounds of rollouts with selection, not TRT's recursive thinking (a model too "
+        "small to write the JSON the prompts ask for, or --max-tokens too low for it)"
     ]

@@ -19,10 +19,16 @@ from testtime.core.answers.freeform import final_reply
 from testtime.core.ledger import LedgerTotals
 from testtime.core.records import Reference
 from testtime.core.results import Grading, ProblemResult, ResultRecord, RoundAudit, RoundRecord, TTRLStep
-from testtime.evaluation.caveats import judge_fell_back, measured_nothing
+from testtime.evaluation.caveats import judge_fell_back, knowledge_stayed_empty, measured_nothing
 from testtime.evaluation.labelfree import distribution, label_free
 from testtime.evaluation.metrics import maj_at_k, mean_ci, powers_of_two_upto, vote_clusters
-from testtime.evaluation.summary import AdaptiveSummary, LedgerSummary, RoundsSummary, RunSummary
+from testtime.evaluation.summary import (
+    AdaptiveSummary,
+    KnowledgeHealth,
+    LedgerSummary,
+    RoundsSummary,
+    RunSummary,
+)
 from testtime.evaluation.ttrl_audit import audit_ttrl, summarize_ttrl
 
 
@@ -166,6 +172,9 @@ def summarize(
             coverage=[mean(a.coverage[t] for a in audits) for t in range(depth)],
             pass_at_1=[mean(a.rollout_mean[t] for a in audits) for t in range(depth)],
         )
+    health = knowledge_health(records)
+    if health is not None:
+        values["trt_knowledge"] = health
     rollouts = [sum(len(r.candidates) for r in record.rounds) for record in records if record.rounds]
     if rollouts:  # the fair baseline spends the same solver rollouts on independent samples: majority at n = T·K
         values["same_budget_majority_n"] = round(mean(rollouts))
@@ -177,8 +186,29 @@ def summarize(
     values["graded_on_public_tests_only"] = sum(r.public_only for r in records)  # loud: optimistic scores
     values["errata_problems"] = [r.problem_id for r in records if r.erratum]
     said = [*measured_nothing(records, str(run.get("method", ""))), *judge_fell_back(records)]
+    said += knowledge_stayed_empty(health)
     run["warnings"] = [*run.get("warnings", ()), *said]
     return RunSummary.model_validate({**values, **run})
+
+
+def knowledge_health(records: Sequence[ResultRecord]) -> KnowledgeHealth | None:
+    """TRT's strategy lists, reflections and lessons over the run, from its round records; None where no round
+    asked for strategies or reflected (another method, or TRT with both off)."""
+    rounds = [r for record in records for r in record.rounds]
+    firsts = [r.strategies_parsed for r in rounds if r.strategies_parsed is not None]
+    reflected = [r.reflection_parsed for r in rounds if r.reflection_parsed is not None]
+    if not firsts and not reflected:
+        return None
+    lists = [[r.lessons_added for r in record.rounds if r.lessons_added is not None] for record in records]
+    kept = any(lists)
+    return KnowledgeHealth(
+        strategy_lists=len(firsts),
+        strategy_lists_parsed=sum(firsts),
+        reflections=len(reflected),
+        reflections_parsed=sum(reflected),
+        lessons_entered=sum(sum(added) for added in lists) if kept else None,
+        problems_with_lessons=sum(sum(added) > 0 for added in lists) if kept else None,
+    )
 
 
 def adaptive_summary(stops: Sequence[AdaptiveStop]) -> AdaptiveSummary:

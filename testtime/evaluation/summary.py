@@ -62,6 +62,18 @@ class RoundsSummary(SummaryRecord):
     pass_at_1: list[float] = Field(alias="pass@1")  # the mean accuracy of the round's rollouts
 
 
+class KnowledgeHealth(SummaryRecord):
+    """TRT: whether its knowledge machinery did anything. On the embedded model it once did not (0 of 32 strategy
+    lists and 2 of 64 reflections parsed, no lesson entered), and the run was reported as TRT all the same."""
+
+    strategy_lists: int  # problems whose strategy list was asked for
+    strategy_lists_parsed: int  # of those, the model's own list was usable (else the fallback strategies ran)
+    reflections: int  # reflection calls
+    reflections_parsed: int
+    lessons_entered: int | None  # lessons that entered a knowledge list, over every problem; None: no list
+    problems_with_lessons: int | None  # problems whose list held at least one lesson; None: no list
+
+
 class SameTokensMajority(SummaryRecord):
     k: int
     capped: bool  # the base evaluation has fewer samples than the budget buys
@@ -193,6 +205,7 @@ class RunSummary(SummaryRecord):
     error_rate: float | None = None
     first_error: str | None = None
     rounds: RoundsSummary | None = None
+    trt_knowledge: KnowledgeHealth | None = None  # TRT with strategies or a knowledge list; null otherwise
     # Majority at the same solver rollouts (TRT's T·K, RSA's N·T), not the same tokens (`report` gives both);
     # TTRL: at the same tokens. The name is kept: records are contracts.
     same_budget_majority_n: int | None = None

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict
 
 from testtime.core.errors import UserError
 from testtime.evaluation.metrics import Interval, maj_at_k, mean_ci, paired_difference_ci
-from testtime.evaluation.summary import PrequentialSummary, RunSummary
+from testtime.evaluation.summary import KnowledgeHealth, PrequentialSummary, RunSummary
 from testtime.experiments.adaptive_pairs import AdaptiveComparison, compare_adaptive
 from testtime.experiments.curves import outside_legend
 from testtime.experiments.viewer.data import LoadedRun, load_run
@@ -82,6 +82,7 @@ class ReportRow(BaseModel):
     majority_same_tokens: Baseline | None
     provenance: list[dict[str, Any]]
     adaptive_vs_fixed: AdaptiveComparison | None = None  # an --adaptive run beside its fixed twin; else None
+    trt_knowledge: KnowledgeHealth | None = None  # TRT: strategy lists and reflections parsed, lessons entered
 
 
 class Unfinished(BaseModel):
@@ -287,6 +288,7 @@ def build_report(paths: list[Path]) -> Report:
                 **_baseline_fields(run, majorities),
                 provenance=_provenance(run.loaded),
                 adaptive_vs_fixed=compare_adaptive(run, runs, _differences),
+                trt_knowledge=summary.trt_knowledge,
             )
         )
     return Report(runs=rows, unfinished=unfinished)

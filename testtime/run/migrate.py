@@ -6,8 +6,9 @@ What changed, file by file (docs/records.md, "Reading run directories"):
 - config.json: `schema_version`, `kind`, `effective` (null: not recorded then) and `resumed` added;
   `run.api_base` was a string or null before fleets. Any config.json without `run.seeds` (schema 2 included)
   was written when every problem's sample i had one seed: it reads as `seeds: shared`, so its cache replays.
-  A TRT run on code whose recorded execution selector has no `rank` chose by behaviour agreement: it reads with
-  `selector_options.rank: agreement`, so it resumes and replays as it ran.
+  A TRT run recorded without `strategy_prompts` asked the generic strategy prompt (it reads with
+  `strategy_prompts: generic`); one on code whose recorded execution selector has no `rank` chose by behaviour
+  agreement (`selector_options.rank: agreement`): each resumes and replays as it ran.
 - summary.json: `pass@1_avg` is `pass@1`; `rounds.rollout_mean` is `rounds.pass@1`; the ledger's
   `cost_known: false` is `cost_usd: null` with `known_cost_usd` beside it; an accuracy or training FLOPs that
   measured nothing is null, not 0.
@@ -46,20 +47,22 @@ def manifest_to_current(raw: dict[str, Any]) -> dict[str, Any]:
     run = manifest.get("run")
     if isinstance(run, dict) and "seeds" not in run:  # before seeds were per problem: its cache keys are shared
         manifest = {**manifest, "run": {**run, "seeds": "shared"}}
-    return _agreement_before_unit_tests(manifest)
+    return _trt_as_it_ran(manifest)
 
 
-def _agreement_before_unit_tests(manifest: dict[str, Any]) -> dict[str, Any]:
-    """A TRT run on code recorded before the execution selector had `rank` chose by behaviour agreement: it
-    resumes and replays so (TRT now defaults to unit tests with expected outputs)."""
+def _trt_as_it_ran(manifest: dict[str, Any]) -> dict[str, Any]:
+    """A TRT run recorded before its strategy prompts were domain-specific asked the generic one, and one on code
+    recorded before the execution selector had `rank` chose by behaviour agreement: each resumes and replays as
+    it ran (TRT now defaults to domain strategies and unit tests with expected outputs)."""
     method, run = manifest.get("method"), manifest.get("run")
-    selector = method.get("selector") if isinstance(method, dict) else None
-    if not (isinstance(run, dict) and isinstance(selector, dict) and method.get("name") == "trt"):
-        return manifest
-    if selector.get("name") != "execution" or "rank" in selector:
+    if not (isinstance(run, dict) and isinstance(method, dict) and method.get("name") == "trt"):
         return manifest
     options = dict(run.get("method_options") or {})
-    options["selector_options"] = {**dict(options.get("selector_options") or {}), "rank": "agreement"}
+    if "strategy_prompts" not in method:
+        options.setdefault("strategy_prompts", "generic")
+    selector = method.get("selector")
+    if isinstance(selector, dict) and selector.get("name") == "execution" and "rank" not in selector:
+        options["selector_options"] = {**dict(options.get("selector_options") or {}), "rank": "agreement"}
     return {**manifest, "run": {**run, "method_options": options}}
 
 

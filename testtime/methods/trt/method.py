@@ -70,6 +70,11 @@ class TRTOptions(SelectorChoice):
     )
     knowledge_cap: int = flag(5, "most active knowledge items", "--knowledge-cap", ge=1)
     strategies: bool = flag(True, "per-rollout strategies (ablation: --no-strategies)", "--strategies")
+    strategy_prompts: Literal["domain", "generic"] = flag(
+        "domain",
+        "domain (the paper: strategies drawn from the domain's paradigms, algorithmic for code, proof techniques "
+        "for math) | generic (one prompt for every domain, as runs before this)",
+    )
     knowledge: bool = flag(True, "the knowledge list (ablation: --no-knowledge)", "--knowledge")
     reference_summary: bool = flag(True, "math: show solvers the earlier answer's [Summary], as the reference does")
     reflect_chars: int = flag(
@@ -119,6 +124,7 @@ class TRTState(BaseModel):
     refuted: dict[str, int] = {}  # math: answer → rollouts that refuted it so far
     examples: dict[str, Candidate] = {}  # math: answer → the latest rollout that concluded it
     memory: str = ""  # memory=shared: the lessons from earlier problems this problem's prompts carry
+    strategies_parsed: bool | None = None  # whether the model's own strategy list was usable (None: not asked)
 
 
 @METHODS.register("trt", help="test-time recursive thinking: --rounds T, --rollouts K, knowledge, strategies")
@@ -176,9 +182,10 @@ class TRT(PerProblem):
         else:
             state = TRTState(knowledge=KnowledgeList(max_items=self.options.knowledge_cap), memory=memory)
             if self.options.strategies:
-                asked = [Message(role="user", content=prompts.STRATEGIES.format(k=k, problem=problem.statement))]
+                asked = [Message(role="user", content=self._strategies_prompt(problem, k))]
                 [completion] = await ctx.on(problem).sample("strategies", 1, asked, step=0, slot=STRATEGIES_SLOT)
                 state.strategies, parsed = parse_strategies(completion.text, k)
+                state.strategies_parsed = parsed
                 ctx.checkpoints.append(
                     problem.id, 0, {"state": state.model_dump(mode="json"), "strategies_parsed": parsed}
                 )
@@ -231,9 +238,11 @@ class TRT(PerProblem):
             selection = await selector.select(problem, pool, ctx.selection(problem, step=t, slot=TESTS_SLOT))
             chosen = next((c for c in pool if c.index == selection.index), None)
             state.incumbent = chosen or previous
-        reflection_parsed = None
+        reflection_parsed, lessons_added = None, None
         if self.options.knowledge or self.options.strategies:
-            reflection_parsed = await self._reflect(problem, ctx, state, candidates, used, t, k, selection)
+            reflection_parsed, lessons_added = await self._reflect(
+                problem, ctx, state, candidates, used, t, k, selection
+            )
         state.round = t
         record = RoundRecord(
             round=t,
@@ -252,11 +261,19 @@ class TRT(PerProblem):
             rejected=self._rejected(selection),
             strategies=tuple(state.strategies),
             reflection_parsed=reflection_parsed,
+            strategies_parsed=state.strategies_parsed if t == 1 else None,
+            lessons_added=lessons_added,
         )
         ctx.checkpoints.append(
             problem.id, t, {"state": state.model_dump(mode="json"), "record": record.model_dump(mode="json")}
         )
         return candidates, selection
+
+    def _strategies_prompt(self, problem: Problem, k: int) -> str:
+        kinds = prompts.STRATEGY_KINDS.get(problem.domain)
+        if self.options.strategy_prompts == "generic" or kinds is None:
+            return prompts.STRATEGIES.format(k=k, problem=problem.statement)
+        return prompts.DOMAIN_STRATEGIES.format(k=k, kinds=kinds, problem=problem.statement)
 
     def _solver_messages(self, base: list[Message], problem: Problem, state: TRTState, j: int) -> list[Message]:
         sections = [base[-1].content]
@@ -284,7 +301,8 @@ class TRT(PerProblem):
         t: int,
         k: int,
         selection: Selection,
-    ) -> bool:
+    ) -> tuple[bool, int | None]:
+        """Whether the reflection parsed, and how many lessons entered the knowledge list (None: no list)."""
         selected = state.incumbent
         others = [c for c in candidates if selected is None or c.index != selected.index]
 
@@ -311,11 +329,14 @@ class TRT(PerProblem):
         asked = [Message(role="user", content=message)]
         [completion] = await ctx.on(problem).sample("reflect", 1, asked, step=t, slot=REFLECT_SLOT)
         reflection = parse_reflection(completion.text)
+        added = None
         if self.options.knowledge:
             if reflection.deactivate is not None:
                 state.knowledge.deactivate(reflection.deactivate)
-            for insight in reflection.insights[: self.options.lessons_per_round]:
-                state.knowledge.add(insight, t)
+            entered = [
+                state.knowledge.add(insight, t) for insight in reflection.insights[: self.options.lessons_per_round]
+            ]
+            added = sum(item is not None for item in entered)
         if self.options.strategies and reflection.strategies:
             state.strategies = (reflection.strategies * k)[:k]  # fewer than K: reuse them in turn
-        return reflection.parsed
+        return reflection.parsed, added

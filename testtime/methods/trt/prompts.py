@@ -9,7 +9,30 @@ STRATEGIES = """Before solving the problem below, plan {k} genuinely different a
 
 Return only a JSON list of {k} objects, each {{"key_technique": "...", "what_to_try": "..."}}: the main idea, \
 and concretely what to try first. Make them differ in method, not in wording."""
-"""Round 0: K distinct strategies from the problem alone (JSON; parsed leniently, see parsing.py)."""
+"""Round 0: K distinct strategies from the problem alone (JSON; parsed leniently, see parsing.py). The generic
+prompt, as TRT ran before its strategies were domain-specific (`strategy_prompts=generic`)."""
+
+STRATEGY_KINDS = {
+    "math": "proof and problem-solving techniques: casework, invariants and monovariants, working backwards, "
+    "symmetry, substitution, counting in two ways, extremal arguments, coordinates, modular arithmetic, "
+    "generating functions, contradiction",
+    "code": "algorithmic paradigms: greedy, dynamic programming, divide and conquer, two pointers or sliding window, "
+    "binary search on the answer, graph search (BFS, DFS, shortest paths), union-find, prefix sums, sorting with "
+    "a sweep, number theory, brute force with pruning",
+    "text": "ways of answering: recall the fact directly, reason from definitions, eliminate the alternatives, "
+    "check the answer against the question's wording",
+}
+"""The paradigms each domain's strategies are drawn from, as the TRT paper describes them (trt.md)."""
+
+DOMAIN_STRATEGIES = """Before solving the problem below, plan {k} genuinely different approaches to it, each built on \
+a different one of the {kinds}.
+
+### Problem
+{problem}
+
+Return only a JSON list of {k} objects, each {{"key_technique": "...", "what_to_try": "..."}}: the technique \
+by name, and concretely what to try first with it on this problem. Make them differ in method, not in wording."""
+"""Round 0, the default (`strategy_prompts=domain`): strategies drawn from the domain's paradigms."""
 
 KNOWLEDGE = """### Lessons from earlier attempts (they may be wrong or too general; weigh them)
 {items}"""
