@@ -161,6 +161,8 @@ def summary_table(summary: RunSummary, title: str, sampled_as: str = "") -> Tabl
     table.add_row("problems", str(summary.problems))
     if summary.uses_labels:
         table.add_row("uses labels", "[red]yes: trained on the true labels (oracle reward), an upper bound[/red]")
+    if summary.on_tuned_set:
+        table.add_row("held out", f"[yellow]no: {escape(summary.on_tuned_set)}[/yellow]")
     if summary.unlabelled:
         table.add_row(
             "labelled / unlabelled", f"{summary.labelled} / {summary.unlabelled} (accuracy over the labelled)"

@@ -224,6 +224,8 @@ class RunSummary(SummaryRecord):
     stopped: str | None = None  # the budget that stopped the run
     retried_problems: int = 0
     uses_labels: bool = False  # the method trained on the labels (TTRL's oracle): an upper bound, not label-free
+    # TTRL: why these problems are the ones its preset was tuned on (its figures are not held out); null otherwise
+    on_tuned_set: str | None = None
     prequential: PrequentialSummary | None = None  # a stream: accuracy over arrival order; None: not a stream
     adaptive: AdaptiveSummary | None = None  # --adaptive: the samples the votes drew against the cap; else None
     warnings: list[str] = []  # what makes these numbers measure less than they seem (`evaluation/caveats.py`)

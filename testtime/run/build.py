@@ -14,7 +14,7 @@ from testtime.core.records import Problem
 from testtime.methods import METHODS, Method, PerProblem, load_methods
 from testtime.methods.plan import GENERIC_FLAGS, Domain, Plan, ProblemSet, completed
 from testtime.models import resolve_model
-from testtime.run.manifest import Effective
+from testtime.run.manifest import Effective, RunManifest
 from testtime.run.settings import RunSettings
 from testtime.run.shard import shard_of
 from testtime.sandbox import Sandbox
@@ -118,6 +118,13 @@ def check_shardable(method: Method, settings: RunSettings) -> None:
 def check_sandbox_choice(settings: RunSettings) -> None:
     if settings.sandbox not in CHOICES:
         raise UserError(f"--sandbox must be one of {', '.join(CHOICES)}, not '{settings.sandbox}'")
+
+
+def tuned_set_note(manifest: RunManifest) -> str | None:
+    """Why a run's problems are those its method's preset was tuned on (TTRL's `tuned_on`), else None."""
+    from testtime.methods.ttrl.recipe import on_tuned_set
+
+    return on_tuned_set(manifest.method.get("tuned_on"), manifest.benchmark)
 
 
 def budget_warnings(settings: RunSettings, model: Any) -> list[str]:

@@ -24,7 +24,7 @@ from testtime.evaluation.scoring import score
 from testtime.evaluation.summary import RunSummary
 from testtime.methods import MethodContext, PerProblem
 from testtime.methods.learner import Learner
-from testtime.run.build import label_oracle
+from testtime.run.build import label_oracle, tuned_set_note
 from testtime.run.engine import method_calls, method_context, open_engine
 from testtime.run.lifecycle import OpenRun
 from testtime.run.loop import Arrival, ProblemList, Session, Source, unlabelled_of
@@ -146,6 +146,7 @@ def execute(run: OpenRun, observer: RunObserver | None = None, retry_errors: boo
         stopped=stopped,
         retried_problems=retried,
         uses_labels=plan.uses_labels,
+        on_tuned_set=tuned_set_note(run.manifest),
         warnings=plan_warnings(effective.sampling, effective.n, effective.planned_calls_per_problem)
         if effective
         else [],

@@ -27,6 +27,7 @@ from testtime.run.build import (
     check_plan_size,
     check_run_flags,
     data_changed,
+    tuned_set_note,
 )
 from testtime.run.directory import LOCK, RunDir, default_run_path
 from testtime.run.manifest import Effective, Resumed, RunManifest, now
@@ -82,6 +83,9 @@ def create(settings: RunSettings, out: Path | None, runs_root: Path = Path("runs
     )
     directory.write_manifest(manifest)
     notes = list(parts.benchmark.notes) + [f"warning: {w}" for w in budget_warnings(settings, parts.model)]
+    tuned = tuned_set_note(manifest)
+    if tuned:
+        notes.append(f"warning: not held out: {tuned}; its figures measure the tuning set (e.g. --bench-opt seed=1)")
     plan = manifest.effective
     if plan is not None:
         notes += [f"warning: {w}" for w in plan_warnings(plan.sampling, plan.n, plan.planned_calls_per_problem)]

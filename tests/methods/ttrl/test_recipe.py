@@ -65,3 +65,23 @@ def test_what_the_user_set_wins_over_the_tasks_schedule():
 def test_a_tracker_is_passed_to_trl_when_installed():
     pytest.importorskip("tensorboard")
     assert TTRLSettings.from_options({"report_to": "tensorboard"}).report_to == "tensorboard"
+
+
+def test_a_run_on_its_presets_tuning_set_is_warned_at_start(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The README's, getting-started's and running.md's TTRL examples ran on the set the cpu preset was tuned on,
+    and nothing said so; the paper preset's benchmarks are its authors' tuning set (transductive by design)."""
+    from testtime.methods.ttrl.recipe import TUNED_ON, on_tuned_set
+    from testtime.run import lifecycle
+    from testtime.run.settings import RunSettings
+
+    cpu = {"method": "ttrl", "bench": "arith", "model": "hf:smollm2-135m", "method_options": {"preset": "cpu"}}
+    opened = lifecycle.create(RunSettings(**cpu, limit=2), tmp_path / "tuned")
+    opened.release()
+    held = lifecycle.create(RunSettings(**cpu, limit=2, bench_options={"seed": 1}), tmp_path / "held")
+    held.release()
+    assert any("not held out: arith with digits=2, ops=+, seed=0" in n for n in opened.notes)
+    assert not any("held out" in n for n in held.notes)
+    paper = TUNED_ON["paper"]
+    assert on_tuned_set(paper, {"name": "aime24"}) and not on_tuned_set(paper, {"name": "aime26"})
+    assert on_tuned_set(TUNED_ON["cpu"], {"name": "arith", "digits": 2, "ops": "+", "seed": 0, "size": 16})
+    assert not on_tuned_set(TUNED_ON["cpu"], {"name": "arith", "digits": 3, "ops": "+", "seed": 0})

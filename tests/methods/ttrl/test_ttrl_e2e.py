@@ -105,6 +105,7 @@ def test_training_survives_a_kill_and_stops_at_a_step_on_sigterm(tmp_path, scrip
     summary = json.loads((run / "summary.json").read_text())
     ttrl = summary["ttrl"]
     assert summary["problems"] == 4 and summary["complete"] and summary["stopped"] is None
+    assert "seed=0 is the set every recipe of this preset was tried on" in summary["on_tuned_set"]  # not held out
     assert set(ttrl) >= {"pass@1_before", "pass@1_after", "pass@1_gain", "maj@k_before", "per_step"}
     assert ttrl["per_step"]["step"] == [1, 2, 3, 4]
     assert summary["ledger"]["train_steps"] == 4

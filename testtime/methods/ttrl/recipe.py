@@ -64,6 +64,23 @@ TUNED_ON: dict[str, dict[str, Any]] = {
 }
 
 
+def on_tuned_set(tuned_on: Any, benchmark: dict[str, Any]) -> str | None:
+    """Why a run's problems are (some of) those its preset was tuned on, else None: `tuned_on` is the manifest's
+    `method.tuned_on`, `benchmark` the manifest's `benchmark`. arith draws its problems from its seed, digits and
+    ops, so the same three are the same problems (a smaller or larger size shares the first ones)."""
+    if not isinstance(tuned_on, dict):
+        return None
+    name = benchmark.get("name")
+    if name in tuned_on.get("benches", ()):
+        return f"{name} is a benchmark the paper preset was chosen on by {tuned_on.get('by')}"
+    options = tuned_on.get("options") or {}
+    same = {k: v for k, v in options.items() if k != "size"}
+    if name == tuned_on.get("bench") and all(benchmark.get(k) == v for k, v in same.items()):
+        shown = ", ".join(f"{k}={v}" for k, v in same.items())
+        return f"{name} with {shown} is the set every recipe of this preset was tried on ({tuned_on.get('by')})"
+    return None
+
+
 # The paper's per-task schedule (TTRL's scripts, reference ttrl.md §8): epochs over the set and prompts per
 # rollout step. Our amc23 has 40 problems where TTRL's AMC has 83, so its 30 epochs are 150 steps, not 300.
 TRACKERS = {"wandb": "wandb", "tensorboard": "tensorboard"}  # name → the module TRL's callback imports
