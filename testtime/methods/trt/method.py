@@ -64,9 +64,18 @@ class TRTOptions(SelectorChoice):
         "paper", "paper (T=8, K=4 math / 2 code) | released (the released scripts: math T=64, K=1, latest)", "--preset"
     )
     rounds: int = flag(8, "rounds T", "--rounds", "-T", ge=1)
-    rollouts: int | None = flag(None, "rollouts per round K (default: 4 math, 2 code)", "--rollouts", "-K", ge=1)
+    rollouts: int | None = flag(
+        None,
+        "rollouts per round K (default: 4 math, this project's; 2 code, the released scripts')",
+        "--rollouts",
+        "-K",
+        ge=1,
+    )
     exclusivity_rule: Literal["support", "latest"] = flag(
-        "support", "math selection: support (the paper) | latest (the released code)", "--exclusivity-rule"
+        "support",
+        "math selection: support (this project's: support minus refutations; the paper frames agreement, states no "
+        "rule) | latest (the released code)",
+        "--exclusivity-rule",
     )
     knowledge_cap: int = flag(5, "most active knowledge items", "--knowledge-cap", ge=1)
     strategies: bool = flag(True, "per-rollout strategies (ablation: --no-strategies)", "--strategies")
@@ -105,7 +114,8 @@ STRATEGIES_SLOT, TESTS_SLOT, REFLECT_SLOT, MEMORY_SLOT = 0, 999, 1000, 2000  # M
 
 
 def rollouts(options: TRTOptions, domain: str) -> int:
-    """K: the option, else the paper's default for the domain (4 on math, 2 on code)."""
+    """K: the option, else the default for the domain: 4 on math (this project's; the paper names none), 2 on code
+    (the released scripts')."""
     return options.rollouts or (2 if domain == "code" else 4)
 
 
