@@ -157,3 +157,15 @@ def test_serve_with_stderr_to_a_file_answers_and_logs_each_request(tmp_path: Pat
     said = log.read_text()
     assert server.returncode in (0, 128 + signal.SIGTERM) and "Traceback" not in said, said
     assert " calls " in said and "answered" in said, said  # the request's log line, then the stop's summary
+
+
+def test_a_greedy_run_suggests_no_greedy_baseline(tmp_path: Path) -> None:
+    """The greedy warning flags samples at temperature 0 as copies; the table once suggested exactly such a
+    majority baseline beside it."""
+    command = [TESTTIME, "run", "--method", "trt", "-T", "2", "-K", "2", "--bench", "arith", "--limit", "2",
+               "--temperature", "0", "--model", "fake:echo", "--out", str(tmp_path / "g")]  # fmt: skip
+    wide = {"COLUMNS": "250", "PATH": "/usr/bin:/bin"}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, env=wide)
+    assert done.returncode == 0, done.stderr
+    assert "none at temperature 0" in done.stdout and "--method majority --n" not in done.stdout
+    assert "with the solver at temperature 0" in done.stderr

@@ -183,7 +183,12 @@ def summary_table(summary: RunSummary, title: str, sampled_as: str = "") -> Tabl
     if summary.rounds:
         table.add_row("accuracy by round", " ".join(f"{v:.2f}" for v in summary.rounds.accuracy))
         table.add_row("oracle coverage by round", " ".join(f"{v:.2f}" for v in summary.rounds.coverage))
-        if summary.same_budget_majority_n:
+        if summary.same_budget_majority_n and " --temperature 0 " in f"{sampled_as} ":
+            table.add_row(  # a greedy baseline's samples are copies: the very thing the greedy warning flags
+                "majority at the same solver rollouts",
+                "none at temperature 0 (its samples would be copies of one answer); rerun both at --temperature > 0",
+            )
+        elif summary.same_budget_majority_n:
             table.add_row(  # the field's name predates the two baselines: it matches rollouts, not tokens
                 "majority at the same solver rollouts",
                 f"--method majority --n {summary.same_budget_majority_n}{sampled_as} (tokens: `testtime report`)",
