@@ -8,14 +8,23 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from testtime.core.jsonl import read_records, repair_tail
+
+
+class Draws(Protocol):
+    """How far each call of a problem has drawn (the engine's counters): what a resume must continue from."""
+
+    def draws(self, problem_id: str) -> dict[str, int]: ...
+
+    def restore_draws(self, problem_id: str, draws: dict[str, int]) -> None: ...
 
 
 class RoundCheckpoints:
     def __init__(self, path: Path | None) -> None:
         self.path = path
+        self._engine: Draws | None = None
         self._last: dict[str, dict[str, Any]] = {}
         self._all: dict[str, list[dict[str, Any]]] = {}
         if path is not None and path.exists():
@@ -31,14 +40,26 @@ class RoundCheckpoints:
         self._last[entry["problem_id"]] = entry
         self._all.setdefault(entry["problem_id"], []).append(entry)
 
+    def track(self, engine: Draws) -> None:
+        """Keep `engine`'s draw counters with each checkpoint, and give them back when a method resumes from one:
+        a method that skips the calls of its finished rounds then draws its next samples where the killed run
+        would have (once, a plugin's round 2 got round 1's cached samples back)."""
+        self._engine = engine
+
     def last(self, problem_id: str) -> dict[str, Any] | None:
-        return self._last.get(problem_id)
+        """The problem's last finished round (None: none); the engine then continues its draws from there."""
+        entry = self._last.get(problem_id)
+        if entry is not None and self._engine is not None and isinstance(entry.get("draws"), dict):
+            self._engine.restore_draws(problem_id, entry["draws"])
+        return entry
 
     def rounds(self, problem_id: str) -> list[dict[str, Any]]:
         return list(self._all.get(problem_id, []))
 
     def append(self, problem_id: str, round_: int, payload: dict[str, Any]) -> None:
         entry = {"problem_id": problem_id, "round": round_, **payload}
+        if self._engine is not None:
+            entry["draws"] = self._engine.draws(problem_id)
         self._remember(entry)
         if self.path is not None:
             with self.path.open("a", encoding="utf-8") as f:

@@ -304,6 +304,14 @@ class RolloutEngine:
         drawn[call] = start + n
         return start
 
+    def draws(self, problem_id: str) -> dict[str, int]:
+        """How far each call of the problem has drawn (a checkpoint keeps it: `core/checkpoint.py`)."""
+        return dict(self._drawn.get(problem_id, {}))
+
+    def restore_draws(self, problem_id: str, draws: dict[str, int]) -> None:
+        """Continue each call of the problem where a checkpoint says it stood (a resumed method's next draw)."""
+        self._drawn[problem_id] = {str(k): int(v) for k, v in draws.items()}
+
     def forget(self, problem_id: str) -> None:
         """The problem is answered: its draw counters go (a served run's engine meets millions of requests)."""
         self._drawn.pop(problem_id, None)

@@ -58,13 +58,15 @@ def method_context(
     oracle: LabelOracle | None = None,
 ) -> MethodContext:
     """What a method receives, for a batch, stream or shard (`execute.py`) or one served request (`serve/`)."""
+    checkpoints = checkpoints or RoundCheckpoints(None)
+    checkpoints.track(engine)  # a method resuming from a round continues its draws where the killed run stood
     return MethodContext(
         engine=engine,
         plan=plan,
         prompt=prompt,
         seed=seed,
         sandbox=sandbox,
-        checkpoints=checkpoints or RoundCheckpoints(None),
+        checkpoints=checkpoints,
         workdir=workdir,
         oracle=oracle,
     )
