@@ -111,8 +111,9 @@ def test_code_reflection_sees_each_attempts_outputs_and_whether_they_agree(
 
     def reply(messages: list[dict[str, Any]]) -> str:
         prompt = messages[-1]["content"]
-        if "You are writing test inputs" in prompt:
-            return json.dumps(["3\n", "5\n", "7\n"])  # both print 6 on 3; 10 / 9, 14 / 11
+        if "You are writing unit tests" in prompt:  # TRT's default on code: tests with expected outputs
+            tests = [("3\n", "6"), ("5\n", "10"), ("7\n", "14")]  # both print 6 on 3; 10 / 9, 14 / 11
+            return json.dumps([{"input": i, "output": o} for i, o in tests])
         if "You are improving a solver" in prompt:
             reflections.append(prompt)
             return json.dumps({"insights": []})
