@@ -106,7 +106,7 @@ def testtime_cli(
 def fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
     """Retries back off in milliseconds, not seconds (the count, the ledger lines and the errors are unchanged):
     for tests that make a run fail on purpose in this process."""
-    from testtime.core.rollout import RetryPolicy
+    from testtime.core.call_policy import RetryPolicy
 
     original = RetryPolicy.delay
     monkeypatch.setattr(RetryPolicy, "delay", lambda self, attempt, after: original(self, attempt, after) / 100)

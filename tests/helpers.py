@@ -8,11 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from testtime.core.cache import CompletionCache
+from testtime.core.call_policy import RetryPolicy
 from testtime.core.checkpoint import RoundCheckpoints
 from testtime.core.ledger import Ledger
 from testtime.core.records import Message, Problem
 from testtime.core.results import ProblemResult
-from testtime.core.rollout import RetryPolicy, RolloutEngine
+from testtime.core.rollout import RolloutEngine
 from testtime.methods import PerProblem
 from testtime.methods.plan import ProblemSet, RunBase, settled
 from testtime.models import resolve_model

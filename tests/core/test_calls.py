@@ -12,10 +12,11 @@ import pytest
 
 from testtime.core.cache import CompletionCache
 from testtime.core.calls import Calls
+from testtime.core.declared import declared_calls
 from testtime.core.errors import PlanError
 from testtime.core.ledger import Ledger, LedgerEntry, read_entries
 from testtime.core.records import Message, SamplingParams
-from testtime.core.rollout import RolloutEngine, declared_calls
+from testtime.core.rollout import RolloutEngine
 from testtime.core.seeds import problem_rng, slot_seed
 from testtime.models.fake import FakeModel
 

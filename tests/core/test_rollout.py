@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 
 from testtime.core.cache import CompletionCache
+from testtime.core.call_policy import RetryPolicy
 from testtime.core.errors import BudgetExhausted, ModelError, TransientModelError
 from testtime.core.ledger import Ledger, read_entries
 from testtime.core.records import Message, SamplingParams
-from testtime.core.rollout import RetryPolicy, RolloutEngine
+from testtime.core.rollout import RolloutEngine
 from testtime.core.seeds import sample_seed
 from testtime.models.fake import FakeModel
 
@@ -198,7 +199,7 @@ def test_retry_after_is_parsed_safely() -> None:
     from datetime import datetime, timedelta, timezone
     from email.utils import format_datetime
 
-    from testtime.core.rollout import RetryPolicy, parse_retry_after
+    from testtime.core.call_policy import RetryPolicy, parse_retry_after
 
     soon = format_datetime(datetime.now(timezone.utc) + timedelta(seconds=20), usegmt=True)
     assert parse_retry_after("2.5") == 2.5 and 15 < (parse_retry_after(soon) or 0) <= 20
@@ -335,7 +336,7 @@ def test_an_upstream_that_answered_once_is_retried_when_it_refuses() -> None:
 
 
 def test_a_price_per_token_prices_the_calls_a_backend_leaves_unpriced() -> None:
-    from testtime.core.rollout import TokenPrice
+    from testtime.core.call_policy import TokenPrice
 
     class Unpriced(FakeModel):
         async def generate(self, messages: Sequence[Message], n: int, params: SamplingParams) -> list:  # type: ignore[override]

@@ -13,11 +13,12 @@ import pytest
 
 from tests.helpers import solve_with
 from testtime.core.cache import CompletionCache
+from testtime.core.declared import declared_calls
 from testtime.core.errors import PlanError, UserError
 from testtime.core.ledger import Ledger
 from testtime.core.records import Message, Problem, SamplingParams
 from testtime.core.results import ProblemResult
-from testtime.core.rollout import RolloutEngine, declared_calls
+from testtime.core.rollout import RolloutEngine
 from testtime.methods import METHODS, Method, MethodContext, PerProblem, SelectorChoice, load_methods, make_candidates
 from testtime.methods.legacy import LEGACY_HOOKS
 from testtime.methods.plan import Plan, ProblemSet, RunBase, settled

@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 
 from testtime.core.cache import CompletionCache
+from testtime.core.call_policy import RetryPolicy
 from testtime.core.ledger import Ledger
 from testtime.core.records import Message, SamplingParams
-from testtime.core.rollout import RetryPolicy, RolloutEngine
+from testtime.core.rollout import RolloutEngine
 from testtime.models import resolve_model
 from testtime.models.fleet import Fleet, Server, rank
 from testtime.models.mock_server import MockChatServer

@@ -7,18 +7,14 @@ sample by sample and no sample is ever paid for twice. Local backends batch conc
 from __future__ import annotations
 
 import asyncio
-import email.utils
-import math
-import random
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any
 
 from testtime.core.cache import CompletionCache, cache_key
+from testtime.core.call_policy import RetryPolicy, TokenPrice
+from testtime.core.declared import refusal, told_of_direct_call
 from testtime.core.errors import (
     BudgetExhausted,
     MalformedAnswer,
@@ -36,104 +32,7 @@ from testtime.core.secrets import environment_secrets, scrub
 from testtime.core.seeds import SeedScheme, sample_seed
 from testtime.core.trace import CALL_ID_LENGTH, Trace
 
-
-@dataclass(frozen=True)
-class _Declared:
-    """What the method now running declared in its plan (`methods/plan.py`): kind of call → what it sends."""
-
-    sampling: Mapping[str, SamplingParams]
-    direct: Callable[[str], None] | None  # told of a call made on the engine itself, not through a handle
-
-
-_DECLARED: ContextVar[_Declared | None] = ContextVar("declared_calls", default=None)
-# What a call may differ in from its kind's declared sampling: the seed (a step's and slot's, `core/seeds.py`) and
-# the log-probs the engine asks for itself.
-_DERIVED = frozenset({"seed", "logprobs"})
-
-
-@contextmanager
-def declared_calls(
-    sampling: Mapping[str, SamplingParams], direct: Callable[[str], None] | None = None
-) -> Iterator[None]:
-    """While a method runs (a run's loop, a served request), every engine refuses a call of a kind the plan did
-    not declare, a call tied to no problem, and a call whose sampling is not what the plan records for its kind:
-    the task that enters here and the tasks and threads it starts see the declaration; others do not. `direct`
-    hears of each call made with `RolloutEngine.sample` (the contract before the call handle) instead of a handle."""
-    token = _DECLARED.set(_Declared(dict(sampling), direct))
-    try:
-        yield
-    finally:
-        _DECLARED.reset(token)
-
-
-def _refusal(declared: _Declared, params: SamplingParams, problem_id: str, purpose: str) -> str | None:
-    """Why a call may not be sent while a method runs (None: it may), said before anything is paid."""
-    if purpose not in declared.sampling:
-        kinds = ", ".join(sorted(declared.sampling)) or "none"
-        return f"a '{purpose}' call, which the method's plan did not declare (it declares {kinds})"
-    if not problem_id:
-        return f"a '{purpose}' call tied to no problem: ask through ctx.on(problem), which names it on every line"
-    planned = declared.sampling[purpose]
-    differs = [
-        f"{name} {getattr(params, name)!r} (the plan records {getattr(planned, name)!r})"
-        for name in type(params).model_fields
-        if name not in _DERIVED and getattr(params, name) != getattr(planned, name)
-    ]
-    if differs:
-        return f"a '{purpose}' call sending {', '.join(differs)}: take its sampling from the plan, ctx.on(problem)"
-    return None
-
-
 DRAW_WINDOW = 256  # samples of one call built and in flight at a time (at least 4 × the concurrency)
-
-
-@dataclass(frozen=True)
-class TokenPrice:
-    """`--price`: USD per million prompt and completion tokens, for the calls whose cost the backend does not
-    know (a remote server, an unpriced litellm model), so `--max-cost` binds and the summary's cost is a figure."""
-
-    prompt_per_mtok: float
-    completion_per_mtok: float
-
-    def cost(self, usage: Usage) -> float | None:
-        if not usage.known:
-            return None
-        return (usage.prompt_tokens * self.prompt_per_mtok + usage.completion_tokens * self.completion_per_mtok) / 1e6
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    max_attempts: int = 6
-    malformed_attempts: int = 2  # a server that answers garbage once, paid, rarely does better the sixth time
-    base_delay_s: float = 0.5
-    max_delay_s: float = 30.0
-    call_timeout_s: float = 600.0
-
-    def delay(self, attempt: int, retry_after: float | None) -> float:
-        if retry_after is not None and math.isfinite(retry_after) and retry_after >= 0:
-            return min(retry_after, self.max_delay_s)
-        backoff = min(self.max_delay_s, self.base_delay_s * 2 ** (attempt - 1))
-        return backoff * (0.5 + random.random() / 2)  # jitter so concurrent retries do not stampede
-
-
-def parse_retry_after(value: object) -> float | None:
-    """A `Retry-After` header as seconds to wait: a number of seconds or an HTTP date; anything else (NaN,
-    infinity, a negative number, garbage) is None, and the backoff decides."""
-    if value is None:
-        return None
-    text = str(value).strip()
-    try:
-        seconds = float(text)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(text)
-        except (TypeError, ValueError, IndexError):
-            return None
-        if when.tzinfo is None:
-            return None
-        seconds = (when - datetime.now(timezone.utc)).total_seconds()
-        return max(0.0, seconds) if math.isfinite(seconds) else None
-    return seconds if math.isfinite(seconds) and seconds >= 0 else None
 
 
 async def gather_landed(*calls: Awaitable[Any]) -> list[Any]:
@@ -255,9 +154,7 @@ class RolloutEngine:
         """n samples of one call, asked of the engine itself: outside a method (a judge in a user's own trainer,
         a test), and by methods written before the call handle, which a run tells of each such call (one warning)
         and holds to the same rules as a handle's. A method asks through `ctx.on(problem)` (`core/calls.py`)."""
-        declared = _DECLARED.get()
-        if declared is not None and declared.direct is not None:
-            declared.direct(purpose)
+        told_of_direct_call(purpose)
         return await self.draw(messages, n, params, problem_id=problem_id, purpose=purpose, step=step, first=first)
 
     async def draw(
@@ -275,10 +172,9 @@ class RolloutEngine:
         messages and params continues where the first stopped (indices n..2n-1), so its samples are new ones;
         `first=0` asks for the first call's samples again. A resumed run makes its calls in the same order, so
         it meets the same indices and its cache answers exactly what was paid for."""
-        declared = _DECLARED.get()
-        refusal = _refusal(declared, params, problem_id, purpose) if declared is not None else None
-        if refusal is not None:
-            raise PlanError(refusal)
+        refused = refusal(params, problem_id, purpose)
+        if refused is not None:
+            raise PlanError(refused)
         start = self._next_index(messages, params, problem_id, purpose, n) if first is None else first
         together = self.n_per_request and n > 1 and self.model is not None and self.model.takes_n
         drawn: list[Completion] = []

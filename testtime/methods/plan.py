@@ -5,7 +5,7 @@ reflect, tests, aggregate, TTRL's rollouts and evaluations), the samples an answ
 model calls one problem costs, the selector, whether the labels are read, and which of the run's generic flags
 the method leaves alone. The run records it in the manifest (`effective`, and `method` from `Plan.method`), hands
 it to the method in `MethodContext.plan`, and serve builds one per request the same way; while a method runs,
-its engine refuses a call of a kind the plan did not declare (`core/rollout.declared_calls`), so the record
+its engine refuses a call of a kind the plan did not declare (`core/declared.declared_calls`), so the record
 cannot drift from what `solve` does.
 """
 

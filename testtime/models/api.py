@@ -17,10 +17,10 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from testtime.core.call_policy import parse_retry_after
 from testtime.core.errors import MalformedAnswer, ModelError, TransientModelError, Unreachable, UserError
 from testtime.core.model import LanguageModel
 from testtime.core.records import Completion, Message, SamplingParams, TokenStats, usage_from
-from testtime.core.rollout import parse_retry_after
 from testtime.core.secrets import environment_secrets, redact_url, url_secrets
 from testtime.models import MODELS
 from testtime.models.confidence import top_stats

@@ -24,10 +24,10 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from testtime.core.call_policy import parse_retry_after
 from testtime.core.errors import MalformedAnswer, ModelError, TransientModelError, Unreachable, UserError
 from testtime.core.model import CALL_PROBLEM, LanguageModel
 from testtime.core.records import Completion, Message, SamplingParams, Usage, usage_from
-from testtime.core.rollout import parse_retry_after
 from testtime.core.secrets import environment_secrets, redact_url, url_secrets
 from testtime.models import MODELS
 from testtime.models.api import as_list, content_text, logprob_request, served_token_stats

@@ -13,11 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from testtime.core.cache import CompletionCache
+from testtime.core.call_policy import RetryPolicy, TokenPrice
 from testtime.core.checkpoint import RoundCheckpoints
+from testtime.core.declared import declared_calls
 from testtime.core.ledger import Ledger
 from testtime.core.oracle import LabelOracle
 from testtime.core.records import Message, Problem
-from testtime.core.rollout import RetryPolicy, RolloutEngine, TokenPrice, declared_calls
+from testtime.core.rollout import RolloutEngine
 from testtime.core.trace import Trace
 from testtime.methods import MethodContext
 from testtime.methods.legacy import direct_call_warning
