@@ -280,18 +280,12 @@ def test_resuming_a_plugin_run_without_its_plugin_says_how(tmp_path: Path, testt
 
 
 def test_an_installed_packages_entry_points_register_by_name(tmp_path: Path, testtime_process) -> None:
-    site = tmp_path / "site"
-    (site / "ttplug").mkdir(parents=True)
-    (site / "ttplug" / "__init__.py").write_text(PLUGIN)
-    (site / "ttplug" / "late.py").write_text(
+    late = (
         "from testtime.api import METHODS\nfrom testtime.methods.single import Single\n\n"
         "def register():\n    METHODS.register('late-single')(type('LateSingle', (Single,), {'name': 'late-single'}))\n"
     )
-    info = site / "ttplug-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ttplug\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[testtime]\nextras = ttplug\nlate = ttplug.late:register\n")
-    env = {"PYTHONPATH": str(site)}
+    env = _install(tmp_path, "ttplug", {"__init__.py": PLUGIN, "late.py": late},
+                   "extras = ttplug\nlate = ttplug.late:register")  # fmt: skip
     listed = testtime_process("list", env=env)
     assert listed.returncode == 0, listed.stderr
     assert " shout " in listed.stdout and " late-single " in listed.stdout
@@ -305,28 +299,34 @@ def test_an_installed_packages_entry_points_register_by_name(tmp_path: Path, tes
     assert json.loads((out / "summary.json").read_text())["method"] == "late-single"
 
 
-def _installed(tmp_path: Path) -> dict[str, str]:
-    """A package installed (on PYTHONPATH, with its dist-info) whose entry point registers a method; the
-    plugins page's shout.py shape: it imports METHODS and registers before any built-in method loaded."""
+def _install(tmp_path: Path, package: str, files: dict[str, str], entry_points: str) -> dict[str, str]:
+    """`package` installed as pip would leave it (its files and a dist-info with `testtime` entry points) in a
+    folder of `tmp_path`; the environment that puts it on a process's path."""
     site = tmp_path / "site"
-    (site / "shoutplug").mkdir(parents=True)
-    (site / "shoutplug" / "__init__.py").write_text(
-        "from testtime.api import METHODS\nfrom testtime.methods.single import Single\n\n"
-        "@METHODS.register('shout', help='one sample')\nclass Shout(Single):\n    pass\n"
-    )
-    info = site / "shoutplug-0.1.dist-info"
+    (site / package).mkdir(parents=True)
+    for name, text in files.items():
+        (site / package / name).write_text(text)
+    info = site / f"{package}-0.1.dist-info"
     info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: shoutplug\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[testtime]\nshout = shoutplug\n")
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {package}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[testtime]\n{entry_points}\n")
     return {"PYTHONPATH": str(site)}
+
+
+SHOUT = (
+    "from testtime.api import METHODS\nfrom testtime.methods.single import Single\n\n"
+    "@METHODS.register('shout', help='one sample')\nclass Shout(Single):\n    pass\n"
+)  # the plugins page's shout.py shape: it imports METHODS and registers before any built-in method loaded
+
+
+def _installed(tmp_path: Path) -> dict[str, str]:
+    return _install(tmp_path, "shoutplug", {"__init__.py": SHOUT}, "shout = shoutplug")
 
 
 def test_list_credits_no_builtin_to_a_loaded_plugin(tmp_path: Path, testtime_process) -> None:
     """`testtime --plugin shout.py list` once listed majority, rsa, single and trt as the plugin's: its register
     loaded the built-ins while it was the plugin loading."""
-    text = "from testtime.api import METHODS\nfrom testtime.methods.single import Single\n\n"
-    text += "@METHODS.register('shout', help='one sample')\nclass Shout(Single):\n    pass\n"
-    plugin = _plugin(tmp_path, text, "shout.py")
+    plugin = _plugin(tmp_path, SHOUT, "shout.py")
     for env, args in (({}, ("--plugin", str(plugin))), (_installed(tmp_path), ())):
         listed = testtime_process(*args, "list", env={**env, "COLUMNS": "400"})
         assert listed.returncode == 0, listed.stderr

@@ -15,7 +15,7 @@ from testtime.core.records import Candidate, Message, Problem, SamplingParams, T
 from testtime.core.rollout import RolloutEngine
 from testtime.core.selection import ExecutionEvidence, Selection
 from testtime.models.fake import FakeModel
-from testtime.sandbox import Sandbox
+from testtime.sandbox import ExecutionReport, Sandbox
 from testtime.selectors import SelectionContext
 from testtime.selectors.execution import ExecutionSelector, parse_generated
 
@@ -131,6 +131,13 @@ def test_parse_generated(text: str, with_outputs: bool, expected: list[tuple[str
     assert parse_generated(text, with_outputs) == expected
 
 
+class NoRun:
+    """A sandbox that runs nothing: for tests that look only at the prompt the selector sends."""
+
+    async def arun(self, *args: object) -> ExecutionReport:
+        return ExecutionReport(backend="none", tests=[])
+
+
 def test_the_prompt_names_the_input_format() -> None:
     seen: list[str] = []
 
@@ -144,12 +151,6 @@ def test_the_prompt_names_the_input_format() -> None:
         Candidate(index=0, text="", answer="class Solution:\n    def add(self, a, b): return a+b"),
         Candidate(index=1, text="", answer="class Solution:\n    def add(self, a, b): return a-b"),
     ]
-
-    class NoRun:
-        async def arun(self, *args: object) -> object:
-            from testtime.sandbox import ExecutionReport
-
-            return ExecutionReport(backend="none", tests=[])
 
     context = SelectionContext(calls=Calls(engine, {"tests": SamplingParams()}, "f"), sandbox=NoRun())  # type: ignore[arg-type]
     asyncio.run(ExecutionSelector(test_inputs=3).select(leetcode, candidates, context))
@@ -208,12 +209,6 @@ def test_unit_tests_are_written_from_the_specification_alone() -> None:
 
     engine = RolloutEngine(FakeModel(capture), model_name="fake:", cache=CompletionCache(None), ledger=Ledger())
     candidates = [Candidate(index=0, text="", answer="print(1)"), Candidate(index=1, text="", answer="print(2)")]
-
-    class NoRun:
-        async def arun(self, *args: object) -> object:
-            from testtime.sandbox import ExecutionReport
-
-            return ExecutionReport(backend="none", tests=[])
 
     context = SelectionContext(calls=Calls(engine, {"tests": SamplingParams()}, "digits"), sandbox=NoRun())  # type: ignore[arg-type]
     asyncio.run(ExecutionSelector(rank="tests_passed", test_inputs=4).select(problem(), candidates, context))
