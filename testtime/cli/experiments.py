@@ -275,9 +275,9 @@ def runs_command(
     from rich.table import Table
 
     from testtime.cli.display import results_console
-    from testtime.experiments.runs import COLUMNS, run_rows, unanswered_runs
+    from testtime.experiments.runs import COLUMNS, listing
 
-    rows = run_rows(paths)
+    rows, unanswered = listing(paths)
     if csv:
         writer = csv_module.DictWriter(sys.stdout, fieldnames=list(COLUMNS), lineterminator="\n")
         writer.writeheader()
@@ -299,7 +299,7 @@ def runs_command(
             f"{sum(r['tokens'] for r in found):,}",
             "unknown" if any(c is None for c in costs) else f"${sum(costs):.4f}",
         )  # fmt: skip
-    for empty in unanswered_runs(paths):  # no problem answered yet: no row above, but a run all the same
+    for empty in unanswered:  # no problem answered yet: no row above, but a run all the same
         kind = empty["kind"] if empty["finished"] else f"{empty['kind']}, unfinished"
         table.add_row(escape(empty["run"]), kind, empty["method"], escape(empty["bench"]), escape(empty["model"]),
                       "0", "0", "-", "0", "-")  # fmt: skip

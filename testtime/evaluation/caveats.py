@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from testtime.core.records import SamplingParams
 from testtime.core.results import ResultRecord
-from testtime.evaluation.summary import KnowledgeHealth
+from testtime.evaluation.summary import KnowledgeHealth, LabelFreeSummary
 
 ALL_CUT = "every sample was cut at max_tokens before it ended"
 
@@ -68,22 +68,16 @@ def measured_nothing(records: Sequence[ResultRecord], method: str = "") -> list[
     return warnings
 
 
-def judge_fell_back(records: Sequence[ResultRecord]) -> list[str]:
-    """The warning for a free-form run whose judge could not judge: those answers were chosen, and their
-    confidence measured, by word overlap, which ranks four contradicting templated replies above four paraphrases
-    of one answer. Silent once (the embedded model as judge fell back on 6 of 6 problems)."""
-    asked = fell = 0
-    for record in records:
-        evidence = record.selection.evidence if record.selection is not None else None
-        usable = getattr(evidence, "judgement_usable", None)
-        if usable is not None:
-            asked, fell = asked + 1, fell + (not usable)
-    if not fell:
+def judge_fell_back(label_free: LabelFreeSummary | None) -> list[str]:
+    """The warning for a free-form run whose judge could not judge (the summary's counts): those answers were
+    chosen, and their confidence measured, by word overlap, which ranks four contradicting templated replies above
+    four paraphrases of one answer. Silent once (the embedded model as judge fell back on 6 of 6 problems)."""
+    if label_free is None or not label_free.judge_fell_back:
         return []
     return [
-        f"{fell} of {asked} judged selections fell back to word overlap (the judge named no group or reply): their "
-        "answers were chosen, and their confidence measured, by shared words, not judged classes "
-        "(predictions.jsonl's confidence_basis says which); use a stronger judge model, or "
+        f"{label_free.judge_fell_back} of {label_free.judged} judged selections fell back to word overlap (the judge "
+        "named no group or reply): their answers were chosen, and their confidence measured, by shared words, "
+        "not judged classes (predictions.jsonl's confidence_basis says which); use a stronger judge model, or "
         "--selector-opt agreement=words to choose by words from the start"
     ]
 

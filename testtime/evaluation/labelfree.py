@@ -61,10 +61,9 @@ def confidence(result: ProblemResult) -> float | None:
     return result.selection.majority_ratio
 
 
-def confidence_basis(result: ProblemResult) -> str | None:
-    """What `confidence(result)` measured, in words a reader of predictions.jsonl can act on."""
-    if confidence(result) is None:
-        return None
+def confidence_basis(result: ProblemResult) -> str:
+    """What `confidence(result)` measured, where it measured something, in words a reader of predictions.jsonl
+    can act on."""
     if result.ttrl is not None:
         return "trained samples"
     assert result.selection is not None  # a confidence needs one, TTRL's aside
@@ -90,11 +89,12 @@ def prediction_of(
 ) -> Prediction:
     """`trained_steps`: TTRL's last optimiser step, the weights every answer came from."""
     failed = [c.error for c in result.candidates if c.error]
+    sure = confidence(result)
     return Prediction(
         id=result.problem_id,
         prediction=graded_answer if graded_answer is not None else result.prediction,
-        confidence=confidence(result),
-        confidence_basis=confidence_basis(result),
+        confidence=sure,
+        confidence_basis=None if sure is None else confidence_basis(result),
         method=method,
         samples=len(result.candidates),
         round=max((r.round for r in result.rounds), default=None),

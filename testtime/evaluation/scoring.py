@@ -185,7 +185,7 @@ def summarize(
         values["adaptive"] = adaptive_summary(stops)
     values["graded_on_public_tests_only"] = sum(r.public_only for r in records)  # loud: optimistic scores
     values["errata_problems"] = [r.problem_id for r in records if r.erratum]
-    said = [*measured_nothing(records, str(run.get("method", ""))), *judge_fell_back(records)]
+    said = [*measured_nothing(records, str(run.get("method", ""))), *judge_fell_back(values["label_free"])]
     said += knowledge_stayed_empty(health)
     run["warnings"] = [*run.get("warnings", ()), *said]
     return RunSummary.model_validate({**values, **run})

@@ -53,15 +53,25 @@ def find_runs(paths: Iterable[Path]) -> list[Path]:
 def run_rows(paths: Iterable[Path]) -> list[dict[str, Any]]:
     """One row per (run, problem), in `COLUMNS`' order. `run` is the run's folder name, made unique by its
     parents when two runs share one; `null` where a value was not measured (a cost with unknown prices)."""
-    rows = []
+    return listing(paths)[0]
+
+
+def listing(paths: Iterable[Path]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """`run_rows`, and the runs that answered no problem yet (stopped at once, killed while loading): they have
+    no row, so `testtime runs` lists them apart rather than leave them out. Each run is read once."""
+    rows, unanswered = [], []
     for header, directory in _runs(paths):
+        records = directory.read_results()
+        if not records:
+            unanswered.append(header)
+            continue
         methods = directory.served_methods()  # a served run: each request's own method
         usage: dict[str, list[Any]] = defaultdict(list)
         if directory.ledger_path.exists():
             for entry in read_entries(directory.ledger_path):
                 if entry.kind == "model_call" and not entry.cached:
                     usage[entry.problem_id].append(entry)
-        for record in directory.read_results():
+        for record in records:
             entries = usage.get(record.problem_id, [])
             costs = [e.cost_usd for e in entries]
             rows.append(
@@ -82,13 +92,7 @@ def run_rows(paths: Iterable[Path]) -> list[dict[str, Any]]:
                     "cost_usd": None if any(c is None for c in costs) else sum(c for c in costs if c is not None),
                 }
             )
-    return [{column: row[column] for column in COLUMNS} for row in rows]
-
-
-def unanswered_runs(paths: Iterable[Path]) -> list[dict[str, Any]]:
-    """The runs that answered no problem yet (stopped at once, killed while loading): no row of `run_rows`, so
-    `testtime runs` lists them apart rather than leave them out."""
-    return [header for header, directory in _runs(paths) if not directory.read_results()]
+    return [{column: row[column] for column in COLUMNS} for row in rows], unanswered
 
 
 def _runs(paths: Iterable[Path]) -> list[tuple[dict[str, Any], RunDir]]:

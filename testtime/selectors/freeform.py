@@ -165,10 +165,8 @@ async def agreement_of(
     """The classes of `words`' candidates: the model's judgement (`agreement=judge`), else `words` (identical
     replies), with why the classes are not judged ones (None where words were asked for, or nothing replied)."""
     answered = [r for r in words.replies if r is not None]
-    if agreement == "words":
-        return words, None
-    if len(words.classes) < 2:  # one reply, or every reply the same: nothing to judge
-        return words, "the replies are one answer" if answered else None
+    if not judge_asked(words, agreement):  # words asked for; or one reply, or every reply the same
+        return words, "the replies are one answer" if answered and agreement != "words" else None
     judged, why = await judged_classes(problem, answered, ctx, excerpt)
     return (Medoid(words.candidates, judged=judged), None) if judged is not None else (words, why)
 
