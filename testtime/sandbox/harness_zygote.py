@@ -42,12 +42,13 @@ class Zygote:
 
     def resume(self):
         """A zygote a program stopped (`kill(-1, SIGSTOP)`) is continued: nothing of it changed, and replacing the
-        worker for it cost 6 s a job. A zygote that is gone stays gone (`spawn` then says so)."""
-        if self.stopped():
-            try:
-                os.kill(self.pid, signal.SIGCONT)
-            except OSError:
-                pass
+        worker for it cost 6 s a job. Sent whatever the zygote's state reads: a SIGCONT also discards a stop still
+        pending (sent by the job, not yet taken), which a state read would miss. A zygote that is gone stays gone
+        (`spawn` then says so)."""
+        try:
+            os.kill(self.pid, signal.SIGCONT)
+        except OSError:
+            pass
 
     def spawn(self):
         """(pid, job pipe, report pipe, stdout memfd, nudge pipe) of a new job process; None when the zygote is
