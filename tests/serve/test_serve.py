@@ -311,7 +311,7 @@ def test_bad_settings_fail_before_a_run_directory_exists(tmp_path: Path, testtim
         )
 
     for args, says in (
-        (("--method", "ttrl"), "cannot be served"),
+        (("--method", "ttrl"), "ttrl updates weights: it needs --model hf:"),  # a learning server trains local weights
         (("--method", "trt", "--n", "4"), "does not use --n"),
         (("--method", "trt", "-T", "0"), "rounds"),
         (("--domain", "bio"), "--domain must be auto, math, code or text"),

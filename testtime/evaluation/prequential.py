@@ -10,12 +10,11 @@ the learner's state when the window's last arrival was answered (TTRL: optimiser
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
 
 from testtime.core.results import ResultRecord, StreamUpdate
 from testtime.evaluation.labelfree import confidence
 from testtime.evaluation.metrics import mean_ci
-from testtime.evaluation.summary import PrequentialSummary, PrequentialWindow
+from testtime.evaluation.summary import PrequentialSummary, PrequentialWindow, StreamOrder
 
 
 def window_size(arrivals: int) -> int:
@@ -24,7 +23,7 @@ def window_size(arrivals: int) -> int:
 
 
 def prequential(
-    records: Sequence[ResultRecord], updates: Sequence[StreamUpdate], order: Literal["dataset", "shuffled", "stdin"]
+    records: Sequence[ResultRecord], updates: Sequence[StreamUpdate], order: StreamOrder
 ) -> PrequentialSummary:
     answered = sorted((r for r in records if r.answered_with is not None), key=_arrival)
     graded = [float(bool(r.correct)) for r in answered if r.labelled]

@@ -20,6 +20,10 @@ from testtime.evaluation.metrics import Interval
 SUMMARY_SCHEMA_VERSION = 2
 
 
+# how a stream's arrivals came: a dataset in its order or shuffled, standard input, a server's requests
+StreamOrder = Literal["dataset", "shuffled", "stdin", "served"]
+
+
 class SummaryRecord(BaseModel):
     """Summary parts: field names with an `@` are written by their alias (`pass@1`), read by either."""
 
@@ -174,7 +178,7 @@ class PrequentialWindow(SummaryRecord):
 
 class PrequentialSummary(SummaryRecord):
     arrivals: int
-    order: Literal["dataset", "shuffled", "stdin"]
+    order: StreamOrder
     learner: Literal["none", "memory", "weights"]
     updates: int  # state changes (stream/updates.jsonl)
     final_state: int

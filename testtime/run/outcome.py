@@ -6,14 +6,14 @@ the method that gave it."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
 from testtime.core.ledger import LedgerTotals, read_entries
 from testtime.core.results import ResultRecord, TTRLStep
 from testtime.evaluation.labelfree import prediction_of
 from testtime.evaluation.prequential import prequential
 from testtime.evaluation.scoring import summarize
-from testtime.evaluation.summary import RunSummary
+from testtime.evaluation.summary import RunSummary, StreamOrder
 from testtime.evaluation.ttrl_compute import ttrl_compute
 from testtime.run.directory import RunDir
 from testtime.run.settings import RunSettings
@@ -29,7 +29,7 @@ def write_outcome(
     order: Sequence[str] | None = None,
     methods: dict[str, str] | None = None,
     steps: Sequence[TTRLStep] = (),
-    stream_order: Literal["dataset", "shuffled", "stdin"] | None = None,
+    stream_order: StreamOrder | None = None,
     **fields: Any,
 ) -> RunSummary:
     """Write and return the summary, then the predictions in `order` (problem ids; default: the results').

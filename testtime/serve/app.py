@@ -116,7 +116,7 @@ class ServeApp:
 
     async def models(self, request: web.Request) -> web.Response:
         self._authorised(request)
-        return web.json_response(models_body(self.model))
+        return web.json_response(models_body(self.model, prefixes=self.served.learning is None))
 
     async def health(self, request: web.Request) -> web.Response:
         return web.json_response({"status": "draining" if self.draining else "ok", "in_flight": len(self.in_flight)})
@@ -135,7 +135,7 @@ class ServeApp:
             return _failed(answered, self.shutting_down)
         content, finish = _cut(answered, parsed)
         return web.json_response(
-            completion_body(request_id, parsed.model, content, finish, answered.usage, answered.info)
+            completion_body(request_id, answered.model(parsed), content, finish, answered.usage, answered.info)
         )
 
     async def completions(self, request: web.Request) -> web.Response:
@@ -153,7 +153,9 @@ class ServeApp:
             return _failed(failed, self.shutting_down)
         usage = {key: sum(a.usage[key] for a in answered) for key in answered[0].usage}
         texts = [_cut(a, p) for a, p in zip(answered, prompts, strict=True)]
-        body = text_completion_body(request_id, prompts[0].model, texts, usage, [a.info for a in answered])
+        body = text_completion_body(
+            request_id, answered[-1].model(prompts[0]), texts, usage, [a.info for a in answered]
+        )
         return web.json_response(body)
 
     async def responses(self, request: web.Request) -> web.Response:
@@ -228,7 +230,7 @@ class ServeApp:
             elif answered.content is None:
                 await _event(response, _failure(answered, self.shutting_down)[1])
             else:
-                model = parsed.model
+                model = answered.model(parsed)
                 content, finish = _cut(answered, parsed)
                 await _event(response, chunk_body(request_id, model, {"role": "assistant", "content": ""}))
                 await _event(response, chunk_body(request_id, model, {"content": content}))

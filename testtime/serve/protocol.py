@@ -350,7 +350,8 @@ def text_completion_body(
     }
 
 
-def models_body(served_model: str) -> dict[str, Any]:
-    """The served model, and the same model under each method's prefix with its default options."""
-    names = [served_model, *(f"{m}/{served_model}" for m in served_methods())]
+def models_body(served_model: str, prefixes: bool = True) -> dict[str, Any]:
+    """The served model, and the same model under each method's prefix with its default options (not on a
+    server that learns: each request there is answered by its own method)."""
+    names = [served_model, *(f"{m}/{served_model}" for m in (served_methods() if prefixes else ()))]
     return {"object": "list", "data": [{"id": n, "object": "model", "owned_by": "testtime"} for n in names]}

@@ -21,9 +21,12 @@ from testtime.run.lifecycle import ServedDir, open_served
 from testtime.run.manifest import Effective
 from testtime.run.outcome import write_outcome
 from testtime.run.settings import RunSettings
+from testtime.run.stream import update_steps
 from testtime.serve.limits import ServeLimits
 from testtime.serve.protocol import served_methods
 from testtime.serve.session import ServedRecord, ServedRun
+
+LEARNING = ("ttrl",)  # methods a server runs as one learner over its requests (`serve/learning.py`)
 
 
 def serve(
@@ -49,9 +52,13 @@ def serve(
     # every request without one draws a fresh seed (requests are independent without the problem in the seed)
     settings = settings.model_copy(update={"seeds": "shared"})
 
-    if settings.method not in served_methods():
+    learns = settings.method in LEARNING
+    if settings.method not in served_methods() and not learns:
         served = ", ".join(served_methods())
-        raise UserError(f"--method {settings.method} cannot be served; choose one of {served}")
+        raise UserError(f"--method {settings.method} cannot be served; choose one of {served}, or {'/'.join(LEARNING)}")
+    if learns:  # the requests are a stream it learns from, on math (its vote needs an answer to agree on)
+        settings = settings.model_copy(update={"stream": True})
+        domain = "math" if domain == "auto" else domain
     check_sandbox_choice(settings)
     method = build_method(settings)  # a bad option fails here, before anything is written
     plan = _plan(method, settings, domain)
@@ -65,6 +72,7 @@ def serve(
         )
     model = build_model(settings)
     effective = Effective.of(plan, problems=0)
+    learned = (method, plan) if learns else None
     listener = _listen(host, port)  # a port in use fails here, before a run directory exists
     served_as = {"name": "served", "domain": domain, "format_hint": format_hint}
     try:
@@ -74,13 +82,24 @@ def serve(
         listener.close()  # refused (a live run's lock, another model): the port goes back at once
         raise
     started = time.perf_counter()
-    session = ServedRun(opened, settings, model, domain=domain, format_hint=format_hint)
+    try:
+        session = ServedRun(opened, settings, model, domain=domain, format_hint=format_hint, learns=learned)
+    except BaseException:
+        listener.close()
+        opened.release()
+        raise
     app = ServeApp(session, api_key=api_key, max_requests=max_requests, keepalive_s=keepalive_s, log=log, limits=limits)
 
     async def main() -> None:
         try:
+            if session.learning is not None:
+                said = await session.learning.open()
+                if said:
+                    session.learning.warn(said)
             await app.run(listener, lambda url: on_ready(url, opened.directory.path), drain_s)
         finally:
+            if session.learning is not None:
+                await session.learning.close()  # an update in flight stops at its next step, checkpointed
             await model.aclose()
 
     try:
@@ -111,6 +130,7 @@ def _summarize(
     continued on its `--out` keeps one ledger): each request under the method it named."""
     directory = opened.directory
     requests = directory.read_requests()  # read once: each request's method, and which ones warned
+    learned = {"steps": update_steps(directory.path), "stream_order": "served"} if settings.stream else {}
     return write_outcome(
         directory,
         settings,
@@ -122,6 +142,7 @@ def _summarize(
         wall_s=wall_s,
         complete=True,
         warnings=served_warnings(sum(1 for r in requests if r.get("warnings"))),
+        **learned,
     )
 
 

@@ -31,7 +31,7 @@ from testtime.core.records import Candidate, Message, Problem, SamplingParams
 from testtime.core.results import ProblemResult
 from testtime.evaluation.caveats import greedy_samples
 from testtime.evaluation.labelfree import answer_logprob, confidence
-from testtime.methods import METHODS, PerProblem, load_methods
+from testtime.methods import METHODS, Method, PerProblem, load_methods
 from testtime.methods.plan import Plan, ProblemSet, RunBase, completed
 from testtime.run.engine import method_calls, method_context, open_engine
 from testtime.run.lifecycle import ServedDir
@@ -40,6 +40,7 @@ from testtime.run.settings import RunSettings
 from testtime.sandbox import Sandbox
 from testtime.sandbox.choose import open_sandbox
 from testtime.selectors.freeform import medoid_of
+from testtime.serve.learning import ServedArrival, ServedLearning
 from testtime.serve.protocol import BadRequest, Domain, ServedRequest
 
 METHOD_CACHE = 64  # distinct method settings kept built (a method and its selector build in ~0.2 ms)
@@ -66,6 +67,8 @@ class ServedRecord(BaseModel):
     error: str | None = None
     chosen_by: str | None = None  # set when the reply was chosen among whole replies: no sample had a domain answer
     warnings: list[str] = []  # what makes this answer less than it seems (greedy samples: `evaluation/caveats.py`)
+    # the weights that answered (`MODEL+ttrl@STEPS`) on a server that learns (`serve/learning.py`); else absent
+    weights: str | None = None
     latency_s: float
     calls: int
     prompt_tokens: int
@@ -81,6 +84,10 @@ class Answered:
     content: str | None
     finish_reason: str
     info: dict[str, Any]
+
+    def model(self, request: ServedRequest) -> str:
+        """The reply's `model`: the weights that answered on a server that learns, else the name the client sent."""
+        return self.record.weights or request.model
 
     @property
     def usage(self) -> dict[str, int]:
@@ -98,12 +105,15 @@ class ServedRun:
         *,
         domain: str = "auto",
         format_hint: bool = True,
+        learns: tuple[Method, Plan] | None = None,
     ) -> None:
         self.opened, self.settings, self.domain, self.format_hint = opened, settings, domain, format_hint
         self.directory = opened.directory
         self.engine = open_engine(settings, model, self.directory)
         # serve checked its upstream at start: an outage later fails those requests (502), never the endpoint
         self.engine.stop_when_unreachable = False
+        # a method that learns from the requests (ttrl): one learner for the server's life
+        self.learning = ServedLearning(*learns, self.engine, self.directory, settings.seed) if learns else None
         self.session = Session(self.directory, self.engine, unlabelled_of, record_problems=True)
         self.sandbox: Sandbox | None = None
         self._sandbox_lock = asyncio.Lock()
@@ -125,7 +135,8 @@ class ServedRun:
         own = self.settings.method_options if request.method == self.settings.method else {}
         options = {**own, **request.options}
         key = json.dumps([request.method, request.domain, options], sort_keys=True, default=str)
-        method = self._methods.get(key)
+        method: Method | None = self._learning_method(request)
+        method = method or self._methods.get(key)
         if method is None:
             try:
                 built = METHODS.get(request.method)(**options)
@@ -141,7 +152,7 @@ class ServedRun:
         n = request.n if request.n is not None else self.settings.n
         base = RunBase(model=self.settings.model, n=n, seed=seed, adaptive=self._stopping(request), **given)
         try:
-            plan = completed(method, method.plan(ProblemSet(request.domain), base))
+            plan = completed(method, method.plan(ProblemSet(request.domain), base, self.learning is not None))
         except UserError as exc:
             raise BadRequest(str(exc)) from None
         if request.n is not None and "n" in plan.ignores:
@@ -152,6 +163,18 @@ class ServedRun:
                 "(--max-request-calls)"
             )
         return PlannedRequest(method, plan, seed)
+
+    def _learning_method(self, request: ServedRequest) -> Method | None:
+        """A learning server's method: every request is answered by its current weights, with its options."""
+        if self.learning is None:
+            return None
+        name = self.settings.method
+        if request.method != name or request.options:
+            raise BadRequest(
+                f"this server learns from its requests (--method {name}): each is answered by its current "
+                f"weights with the server's options; send the model name {self.settings.model} without a method"
+            )
+        return self.learning.online.method
 
     def _stopping(self, request: ServedRequest) -> Adaptive | None:
         """A request's early stop: the server's (nothing asked), the server's or the default rule (true), none
@@ -196,13 +219,16 @@ class ServedRun:
         greedy = greedy_samples(plan.sampling, plan.samples, plan.calls)
         sandbox = await self.open_sandbox() if request.domain == "code" else None
         ctx = method_context(self.engine, plan, lambda _: messages, planned.seed, sandbox=sandbox)
-        problem = Problem(id=request_id, domain=request.domain, statement=request.statement)
+        # a learning server keeps each prompt with its problem: its updates train on them, in this lifetime or the next
+        kept = {"messages": [m.model_dump() for m in messages]} if self.learning else {}
+        problem = Problem(id=request_id, domain=request.domain, statement=request.statement, metadata=kept)
+        learner = self.learning.arrival(ctx) if self.learning else planned.method.learner(ctx)
         totals = self.ledger.watch(request_id)
         result: ProblemResult | None = None
         error = None
         try:
             with method_calls(ctx):
-                result = await self.session.answer(Arrival(problem, reference=None), planned.method.learner(ctx))
+                result = await self.session.answer(Arrival(problem, reference=None), learner)
         except RunStopped as exc:  # the server's budget is spent
             error = f"stopped: {exc}"
         finally:
@@ -231,6 +257,7 @@ class ServedRun:
             error=error,
             chosen_by=reply.chosen_by if reply else None,
             warnings=[greedy] if greedy else [],
+            weights=learner.weights if isinstance(learner, ServedArrival) else None,
             latency_s=time.perf_counter() - started,
             **_usage(totals),
         )
@@ -250,7 +277,7 @@ class ServedRun:
 class PlannedRequest:
     """A request's method, its plan, and the seed its samples follow."""
 
-    method: PerProblem
+    method: Method
     plan: Plan
     seed: int
 
@@ -319,6 +346,8 @@ def _info(result: ProblemResult | None, served: ServedRecord) -> dict[str, Any]:
         "seed": served.seed,
         "latency_s": round(served.latency_s, 4),
     }
+    if served.weights is not None:
+        info["weights"] = served.weights
     if served.chosen_by is not None:
         info["chosen_by"] = served.chosen_by
     if served.warnings:

@@ -14,7 +14,9 @@ from testtime.methods.ttrl.recipe import TTRLSettings
 
 
 def learner(tmp_path: Path, **options: int) -> OnlineTTRL:
-    method = SimpleNamespace(settings=TTRLSettings.from_options({"preset": "cpu", **options}))
+    # update 1 comes due after all 20 buffered arrivals
+    settings = TTRLSettings.from_options({"preset": "cpu", "update_every": 20, **options})
+    method = SimpleNamespace(settings=settings)
     engine = SimpleNamespace(model=SimpleNamespace(path="/weights"), model_name="hf:/weights")
     plan = SimpleNamespace(selector=object(), samples=8)
     online = OnlineTTRL(method, SimpleNamespace(engine=engine, workdir=tmp_path, seed=7, plan=plan))  # type: ignore[arg-type]
@@ -44,3 +46,12 @@ def test_a_replay_has_no_weights_to_update(tmp_path: Path) -> None:
     ctx = SimpleNamespace(engine=SimpleNamespace(model=None, model_name="hf:/w"), workdir=tmp_path, seed=0)
     with pytest.raises(UserError, match="cannot be replayed"):
         OnlineTTRL(method, ctx)  # type: ignore[arg-type]
+
+
+def test_an_update_that_runs_late_trains_on_the_arrivals_it_came_due_at(tmp_path: Path) -> None:
+    online = learner(tmp_path, window=4, update_every=8)  # 20 buffered: a server answered on while it waited
+    assert [p.id for p in online._window(1)] == ["p4", "p5", "p6", "p7"]
+    assert [p.id for p in online._window(2)] == ["p12", "p13", "p14", "p15"]
+    assert online.due() == 2
+    online.settings = online.settings.model_copy(update={"freeze": True})
+    assert online.due() == 0  # frozen: the weights stay as they are

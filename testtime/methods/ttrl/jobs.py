@@ -42,6 +42,7 @@ class TTRLLearner(Learner):
         self.weights: str = ctx.engine.model.path  # type: ignore[attr-defined]
         self.engine = ctx.engine
         self.steps = 0  # optimiser steps taken: the state an answer names
+        self.serving = False  # a served run: the current weights keep answering while an update trains
 
     @property
     def state(self) -> int:
@@ -55,12 +56,14 @@ class TTRLLearner(Learner):
         context: Callable[[Problem], SelectionContext],
         seed: int,
         earlier_steps: tuple[Path, ...] = (),
+        free_current: bool = True,
     ) -> None:
         """Train the current weights on `problems` into `workdir` (its `ttrl/`) on TRL's thread; the trained ones
         become current (`load` puts them behind an engine). A stop signal ends training at a checkpointed step
-        and raises."""
+        and raises. `free_current`: drop the current weights from memory first (nothing answers meanwhile); a
+        server keeps them answering."""
         ctx, loop = self.ctx, asyncio.get_running_loop()
-        if self.engine.model is not None:
+        if free_current and self.engine.model is not None:
             await self.engine.model.aclose()  # free these weights before the trainer loads its own copy
         job = TrainingJob(
             model_path=self.weights,
@@ -91,6 +94,9 @@ class TTRLLearner(Learner):
         """The current weights behind the run's cache, ledger, trace, retries and budgets (`with_model`); `name`
         keys the cache, so no answer of other weights comes back from it."""
         model = resolve_model(f"{self.provider}:{self.weights}", max_batch=self.ctx.engine.concurrency)
+        warm = getattr(model, "load", None)  # hf: loads on first use unless asked
+        if self.serving and callable(warm):  # loaded before they answer: no request waits for the weights
+            await asyncio.to_thread(warm)
         self.engine = self.ctx.engine.with_model(model, name)
 
     async def close(self) -> None:

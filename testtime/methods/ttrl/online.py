@@ -10,7 +10,9 @@ the current weights in `stream/update-<k>/` (its own `ttrl/steps.jsonl`, checkpo
 is loaded, its checkpoints and the previous update's weights are deleted: a stream keeps one set of weights).
 The state an answer names is the optimiser steps taken so far. A resumed stream takes the last finished
 update's weights; an update that was due or in flight when the run stopped runs (from its last checkpoint)
-before any new arrival.
+before any new arrival. Update k trains on the arrivals up to its due point (k·B), whenever it runs: a served
+run (`serve/learning.py`, `serving`) runs updates in the background, answering meanwhile with the weights
+it has, so later arrivals may already be buffered when an update starts.
 Each update starts a fresh optimiser and schedule on the current weights (the reference trains offline only).
 """
 
@@ -49,26 +51,37 @@ class OnlineTTRL(TTRLLearner):
 
     async def learn(self, problem: Problem, result: ProblemResult) -> StreamUpdate | None:
         self.buffer.append(problem)
-        if len(self.buffer) % self.settings.update_every or self.collapsed:
-            return None
-        return await self._update()
+        return await self.update() if self.due() else None
 
     async def restore(
         self, answered: Sequence[tuple[Problem, ProblemResult]], updates: Sequence[StreamUpdate]
     ) -> tuple[str, list[StreamUpdate]]:
-        self.buffer = [problem for problem, _ in answered]
-        if updates:
-            self.updates, self.steps = len(updates), updates[-1].state
-            self.weights = str(self._folder(self.updates) / "ttrl" / "final")
-            await self._load()
+        await self.restore_state([problem for problem, _ in answered], updates)
         note = (
             f"weights of update {self.updates} (step {self.steps}); its buffer of {len(self.buffer)} arrivals rebuilt"
         )
-        due = len(self.buffer) // self.settings.update_every - self.updates
-        made = [await self._update() for _ in range(due)]  # stopped before (or during) an update: it runs now
+        made = [await self.update() for _ in range(self.due())]  # stopped before (or during) an update: it runs now
         if made:
             note += "; the update that was due ran now (from its last checkpoint), 0 arrivals answered again"
         return note, made
+
+    async def restore_state(self, buffer: Sequence[Problem], updates: Sequence[StreamUpdate]) -> None:
+        """The buffer and the last recorded update's weights; an update that finished but was not recorded (a
+        kill -9 between the two) deleted those weights, and is made again at once from its own."""
+        self.buffer = list(buffer)
+        if updates:
+            self.updates, self.steps = len(updates), updates[-1].state
+            self.collapsed = self._stopped_by_alarm(self.updates)
+            self.weights = str(self._folder(self.updates) / "ttrl" / "final")
+            if Path(self.weights).is_dir():
+                await self._load()
+
+    def due(self) -> int:
+        """Updates whose arrivals have all been answered but that have not run (none once the alarm stopped one,
+        none while `freeze`)."""
+        if self.collapsed or self.settings.freeze:
+            return 0
+        return len(self.buffer) // self.settings.update_every - self.updates
 
     def _folder(self, update: int) -> Path:
         return self.workdir / "stream" / f"update-{update}"
@@ -84,11 +97,13 @@ class OnlineTTRL(TTRLLearner):
 
     def _window(self, update: int) -> list[Problem]:
         s = self.settings
-        recent, older = self.buffer[-s.window :], self.buffer[: -s.window]
+        arrived = self.buffer[: update * s.update_every]  # update k's arrivals, whenever it runs
+        recent, older = arrived[-s.window :], arrived[: -s.window]
         replayed = random.Random(f"{self.ctx.seed}-replay-{update}").sample(older, min(s.replay, len(older)))
         return recent + replayed
 
-    async def _update(self) -> StreamUpdate:
+    async def update(self) -> StreamUpdate:
+        """The next update: train the current weights on its window, then answer with the trained ones."""
         ctx, s, update = self.ctx, self.settings, self.updates + 1
         window = self._window(update)
         per_step = min(s.prompts_per_step, len(window))
@@ -107,6 +122,7 @@ class OnlineTTRL(TTRLLearner):
             context=lambda problem: ctx.selection(problem),
             seed=ctx.seed + update,
             earlier_steps=tuple(self._steps_file(k) for k in range(1, update)),
+            free_current=not self.serving,
         )
         self.steps += len({step.step for step in read_steps(self._steps_file(update))})
         self.updates = update
@@ -117,7 +133,7 @@ class OnlineTTRL(TTRLLearner):
         shutil.rmtree(self._folder(update - 1) / "ttrl" / "final", ignore_errors=True)
         return StreamUpdate(
             state=self.steps,
-            arrivals=len(self.buffer),
+            arrivals=update * s.update_every,
             learned_from=tuple(p.id for p in window),
             seconds=time.perf_counter() - started,
         )

@@ -149,6 +149,7 @@ class TTRLSettings(SelectorChoice):
     replay: int = Field(0, ge=0, description="--stream: older arrivals replayed in each update (seeded draw)")
     update_steps: int = Field(2, ge=1, description="--stream: rollout steps per update")
     collapse: Literal["warn", "stop", "off"] = Field("warn", description="what the collapse alarm does")
+    freeze: bool = Field(False, description="--stream / serve: answer with the weights as they are, update nothing")
     gradient_checkpointing: bool = Field(
         True, description="saves activation memory on big models; on a small CPU model it only costs time"
     )
