@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 
 from testtime.cli.shared_flags import ADAPTIVE, SharedFlags, run_settings
 from testtime.core.errors import UserError
+
+if TYPE_CHECKING:
+    from testtime.evaluation.summary import PrequentialSummary
 
 ablate_app = typer.Typer(help="Sweeps at matched compute, measured by the ledger.", no_args_is_help=True)
 Opt = typer.Option
@@ -204,6 +207,9 @@ def report_command(
                 soft_wrap=True,
                 highlight=False,
             )
+    for row in report.runs:
+        if row.prequential is not None:
+            console.print(_prequential_line(row.run, row.prequential), soft_wrap=True, highlight=False)
     for line in dict.fromkeys(unpaired):  # both budgets give the same reason: say it once
         console.print(f"[yellow]no same-budget majority for {escape(line)}[/yellow]", soft_wrap=True)
     for left in report.unfinished:
@@ -304,3 +310,22 @@ def runs_command(
         table.add_row(escape(empty["run"]), kind, empty["method"], escape(empty["bench"]), escape(empty["model"]),
                       "0", "0", "-", "0", "-")  # fmt: skip
     results_console.print(table)
+
+
+def _prequential_line(run: str, stream: PrequentialSummary) -> str:
+    """A stream's (or a learning server's) accuracy over its arrival order, and by window with the learner's state."""
+    served = stream.order == "served"
+    acc = stream.accuracy
+    if acc is not None:
+        accuracy = f"{acc.mean:.3f} [{acc.ci_low:.3f}, {acc.ci_high:.3f}]"
+    else:
+        accuracy = "not graded" + (f" (label it: testtime grade --run {run} --bench ...)" if served else "")
+    windows = ", ".join(
+        f"{w.first}-{w.last}: {'-' if w.accuracy is None else f'{w.accuracy.mean:.2f}'} (state {w.state})"
+        for w in stream.windows
+    )
+    kind = "requests" if served else "arrivals"
+    return (
+        f"prequential {escape(Path(run).name)}: {stream.arrivals} {kind}, {stream.updates} updates (final state "
+        f"{stream.final_state}); accuracy {accuracy}; by window: {windows}"
+    )

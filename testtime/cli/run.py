@@ -251,32 +251,55 @@ def merge_command(
 
 def grade_command(
     ctx: typer.Context,
-    bench: Annotated[str, Opt(help="benchmark whose references grade the predictions")],
-    predictions: Annotated[Path, Opt(help='JSONL of {"id", "prediction"}: an answer or a whole completion')],
+    bench: Annotated[str, Opt(help="benchmark (or your JSONL file) whose labels grade the predictions")],
+    predictions: Annotated[
+        Path | None, Opt(help='JSONL of {"id", "prediction"}: an answer or a whole completion')
+    ] = None,
+    run: Annotated[
+        Path | None,
+        Opt(help="a served run (testtime serve --out): grade its requests by the questions asked (labels known later)"),
+    ] = None,
     data_dir: Annotated[str | None, Opt(help="folder with <bench>.jsonl (or $TESTTIME_DATA_DIR)")] = None,
     bench_opt: Annotated[list[str] | None, Opt("--bench-opt", help="benchmark option KEY=VALUE")] = None,
     as_json: Annotated[bool, Opt("--json", help="print one JSON object")] = False,
     out: Annotated[Path | None, Opt(help="also write the JSON summary to this file")] = None,
 ) -> None:
-    """Grade predictions from any system with this project's grader (the benchmark's own flags apply)."""
+    """Grade predictions from any system with this project's grader (the benchmark's own flags apply), or with
+    --run a served run's requests once their labels are known: each is matched to the question it asked (by id,
+    else by its words), its grade kept in the run's graded.jsonl and the run's summary written again (accuracy;
+    a learning server's prequential accuracy over the requests, for `testtime report`)."""
     from testtime.cli.display import console, print_warnings, results_console, summary_table
     from testtime.cli.flags import bench_flags
     from testtime.core.options import parse_options
     from testtime.evaluation.summary import RunSummary
-    from testtime.run.grading import grade_predictions
+    from testtime.run.grading import grade_predictions, grade_served
 
+    if (predictions is None) == (run is None):
+        raise UserError("give --predictions FILE (answers from any system) or --run DIR (a served run), one of them")
     options = {**parse_options(bench_opt or [], "--bench-opt"), **bench_flags(bench, ctx.args)}
-    report = grade_predictions(bench, predictions, data_dir, options)
+    if run is not None:
+        report = grade_served(run, bench, data_dir, options)
+    else:
+        assert predictions is not None
+        report = grade_predictions(bench, predictions, data_dir, options)
     if out is not None:
         out.write_text(json.dumps(report, indent=2) + "\n")
     if as_json:
         typer.echo(json.dumps(report))
         return
     summary = RunSummary.model_validate(report["summary"])
-    results_console.print(summary_table(summary, f"{bench}: {predictions}"))
+    results_console.print(summary_table(summary, f"{bench}: {run or predictions}"))
     print_warnings(summary)
-    if report["missing"]:
+    if report.get("missing"):
         console.print(f"[yellow]{len(report['missing'])} problems of {bench} have no prediction[/yellow]")
+    if run is not None:
+        unmatched = report["unmatched_requests"]
+        console.print(
+            f"graded {report['n']} requests of {run} against {bench}"
+            + (f"; {unmatched} asked no question of it (left unlabelled)" if unmatched else "")
+            + f"; summary written again: {run / 'summary.json'}",
+            soft_wrap=True,
+        )
 
 
 def list_command() -> None:

@@ -14,7 +14,7 @@ from pydantic import Field, ValidationError
 
 from testtime.core.adaptive import AdaptiveStop
 from testtime.core.jsonl import read_records
-from testtime.core.records import Candidate, Record, TokenStats
+from testtime.core.records import Candidate, Record, Text, TokenStats
 from testtime.core.selection import Selection
 
 
@@ -234,6 +234,16 @@ class ResultRecord(ProblemResult, Grading):
     @classmethod
     def of(cls, result: ProblemResult, grading: Grading) -> ResultRecord:
         return cls.model_validate({**result.model_dump(), **grading.model_dump()})
+
+
+class LaterGrade(Record):
+    """One line of a served run's `graded.jsonl` (`testtime grade --run`): a request graded once its label was
+    known, by the labelled problem it asked. `results.jsonl` keeps the request as it was answered, unlabelled."""
+
+    id: Text  # the request: its problem id in results.jsonl
+    problem: Text  # the labelled problem it asked (the benchmark's id): runs served the same questions pair on it
+    bench: Text  # the benchmark (or file) the label came from
+    grading: Grading
 
 
 def read_steps(path: Path) -> list[TTRLStep]:

@@ -15,6 +15,7 @@ rollout there, and the tokens spent until then.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -132,8 +133,26 @@ def _settings(run: Finished) -> dict[str, Any]:
         **{k: settings.get(k) for k in MATCHED},
         **{f"solver {k}": solve.get(k) for k in SAMPLING},
         "benchmark": described,
-        "problems": sorted(run.loaded.records),
+        # served requests graded later pair on the questions both endpoints were asked
+        "problems": "served, paired by question" if run.loaded.asked else sorted(run.loaded.records),
     }
+
+
+def _pairing(run: Finished) -> dict[str, str]:
+    """What a run's results pair on → the result's id: a problem's own id; for a served run graded later, the
+    question each request asked and the how-manieth time it was asked (two endpoints served the same questions
+    under their own request ids)."""
+    asked = run.loaded.asked
+    if not asked:
+        return {pid: pid for pid in run.loaded.records}
+    keys: dict[str, str] = {}
+    times: Counter[str] = Counter()
+    for request in run.loaded.records:  # in the order they were answered
+        question = asked.get(request)
+        if question is not None:
+            keys[f"{question}#{times[question]}"] = request
+            times[question] += 1
+    return keys
 
 
 def _differences(run: Finished, other: Finished) -> list[str]:
@@ -175,8 +194,9 @@ def _baselines(run: Finished, majorities: list[Finished]) -> tuple[Baseline, Bas
         if differs:
             reasons.append(f"{majority.loaded.path.name}: {'; '.join(differs)}")
             continue
-        by_id = majority.loaded.records
-        ids = sorted(p for p, r in run.loaded.records.items() if r.labelled and by_id[p].labelled)
+        mine, theirs = _pairing(run), _pairing(majority)
+        labelled = {k for k, p in mine.items() if run.loaded.records[p].labelled}
+        ids = sorted(k for k in labelled if k in theirs and majority.loaded.records[theirs[k]].labelled)
         if not ids:
             reasons.append(f"{majority.loaded.path.name}: no labelled problem to compare on")
             continue
@@ -195,9 +215,9 @@ def _at(
     run: Finished, majority: Finished, ids: list[str], budget: str, wanted: int, n: int, per_sample: float, spent: float
 ) -> Baseline:
     k = min(wanted, n)
-    by_id = majority.loaded.records
-    baseline = [maj_at_k(by_id[p].cluster_of or (), by_id[p].cluster_correct or (), k) for p in ids]
-    method = [float(bool(run.loaded.records[p].correct)) for p in ids]
+    theirs = [majority.loaded.records[p] for p in map(_pairing(majority).__getitem__, ids)]
+    baseline = [maj_at_k(r.cluster_of or (), r.cluster_correct or (), k) for r in theirs]
+    method = [float(bool(run.loaded.records[p].correct)) for p in map(_pairing(run).__getitem__, ids)]
     ci = mean_ci(baseline)
     return Baseline(
         budget=budget,

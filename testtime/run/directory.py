@@ -18,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 from testtime.core.errors import UserError, first_error
 from testtime.core.jsonl import read_records, repair_tail
 from testtime.core.records import Problem
-from testtime.core.results import ResultRecord
+from testtime.core.results import LaterGrade, ResultRecord
 from testtime.evaluation.labelfree import Prediction
 from testtime.evaluation.summary import RunSummary
 from testtime.run import migrate
@@ -49,6 +49,7 @@ class RunDir:
     rounds_path = property(lambda self: self.path / "rounds.jsonl")
     problems_path = property(lambda self: self.path / "problems.jsonl")
     requests_path = property(lambda self: self.path / "requests.jsonl")  # a served run's requests
+    graded_path = property(lambda self: self.path / "graded.jsonl")  # a served run's grades, given later
 
     @classmethod
     def create(cls, path: Path) -> RunDir:
@@ -104,7 +105,7 @@ class RunDir:
             if path.exists():
                 shutil.copy2(path, backup / path.name)
         manifest = self.read_manifest()
-        records = self.read_results()
+        records = self.read_results(later_grades=False)
         if self.rounds_path.exists():
             lines = _json_lines(self.rounds_path)
             _write_atomic(self.rounds_path, "".join(_dumps(migrate.checkpoint_to_current(e)) for e in lines))
@@ -121,10 +122,18 @@ class RunDir:
         with self.results_path.open("a", encoding="utf-8") as f:
             f.write(_line(record))
 
-    def read_results(self) -> list[ResultRecord]:
-        """Finished problems. A last line torn by a kill -9 is dropped (that problem reruns from the cache)."""
+    def read_results(self, later_grades: bool = True) -> list[ResultRecord]:
+        """Finished problems. A last line torn by a kill -9 is dropped (that problem reruns from the cache). A
+        served run's requests graded later (`graded.jsonl`) are read with their grades."""
         if not self.results_path.exists():
             return []
+        later = self.read_later_grades() if later_grades else {}
+        records = self._read_results()
+        return [
+            ResultRecord.of(r.ungraded(), later[r.problem_id].grading) if r.problem_id in later else r for r in records
+        ]
+
+    def _read_results(self) -> list[ResultRecord]:
         old = self.config_path.is_file() and self.schema() < migrate.CURRENT
         results, lines = [], self.results_path.read_text(encoding="utf-8").split("\n")
         for number, line in enumerate(lines, 1):
@@ -141,6 +150,16 @@ class RunDir:
                     f"{self.results_path}:{number} is not a result record ({exc.errors()[0]['msg']})"
                 ) from None
         return results
+
+    def read_later_grades(self) -> dict[str, LaterGrade]:
+        """Request id → its grade given later (`testtime grade --run`); empty when none was given."""
+        if not self.graded_path.exists():
+            return {}
+        grades = (LaterGrade.model_validate_json(line) for line in read_records(self.graded_path))
+        return {g.id: g for g in grades}
+
+    def write_later_grades(self, grades: list[LaterGrade]) -> None:
+        _write_atomic(self.graded_path, "".join(g.model_dump_json() + "\n" for g in grades))
 
     def rewrite_results(self, records: list[ResultRecord]) -> None:
         """Drop a torn tail before appending again, so the file stays one JSON object per line."""

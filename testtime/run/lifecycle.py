@@ -68,7 +68,7 @@ def create(settings: RunSettings, out: Path | None, runs_root: Path = Path("runs
         check_run_flags(settings, parts.plan)
         check_plan_size(settings, parts.plan, None if settings.stream else len(parts.problems))
         directory = RunDir.create(out or default_run_path(runs_root, settings.method, settings.bench, settings.model))
-        lock = _lock(directory)
+        lock = hold_lock(directory)
     except BaseException:
         parts.close()
         raise
@@ -95,7 +95,7 @@ def create(settings: RunSettings, out: Path | None, runs_root: Path = Path("runs
 def resume(path: Path, changes: ResumeChanges | None = None) -> OpenRun:
     """Continue a killed or stopped run; `changes` (budgets, servers, timeout, concurrency) are recorded."""
     directory = RunDir.open_existing(path)
-    lock = _lock(directory)
+    lock = hold_lock(directory)
     notes = []
     if directory.upgrade():
         notes.append(f"upgraded {path} to the current record schema (the files as they were: {path}/schema1/)")
@@ -136,7 +136,7 @@ def replay(path: Path, into: Path | None = None) -> OpenRun:
     manifest = source.read_manifest()
     parts = build_parts(manifest.run, replay=True)
     directory = RunDir.create(into or path / f"replay-{time.strftime('%Y%m%d-%H%M%S')}")
-    lock = _lock(directory)
+    lock = hold_lock(directory)
     replayed = manifest.model_copy(
         update={"effective": parts.effective(), "model": None, "created": now(), "resumed": []}
     )
@@ -176,7 +176,7 @@ def open_served(
     recorded = _recordable(settings)
     if (path / "config.json").is_file():
         directory = RunDir.open_existing(path)
-        lock = _lock(directory)
+        lock = hold_lock(directory)
         try:
             manifest = _continued_served(directory, recorded, served, effective, method, model)
         except BaseException:
@@ -184,7 +184,7 @@ def open_served(
             raise
     else:
         directory = RunDir.create(path)
-        lock = _lock(directory)
+        lock = hold_lock(directory)
         manifest = RunManifest(
             kind="served",
             run=recorded,
@@ -253,7 +253,7 @@ def _recordable(settings: RunSettings) -> RunSettings:
     return settings.model_copy(update={"api_base": [redact_url(u) for u in settings.api_base]})
 
 
-def _lock(directory: RunDir) -> IO[str]:
+def hold_lock(directory: RunDir) -> IO[str]:
     """Hold the directory's lock for this process's life (closing the file, or dying, releases it)."""
     handle = (directory.path / LOCK).open("a+", encoding="utf-8")
     try:

@@ -15,9 +15,9 @@ from testtime.evaluation.prequential import prequential
 from testtime.evaluation.scoring import summarize
 from testtime.evaluation.summary import RunSummary, StreamOrder
 from testtime.evaluation.ttrl_compute import ttrl_compute
-from testtime.run.directory import RunDir
+from testtime.run.directory import RunDir, request_methods
 from testtime.run.settings import RunSettings
-from testtime.run.stream import StreamFiles
+from testtime.run.stream import StreamFiles, update_steps
 
 
 def write_outcome(
@@ -70,3 +70,37 @@ def write_outcome(
         ]
     )
     return summary
+
+
+def summarize_served(
+    directory: RunDir, settings: RunSettings, n: int | None, totals: LedgerTotals, wall_s: float | None
+) -> RunSummary:
+    """A served run's summary and predictions over every request it answered, in all its lifetimes (a served run
+    continued on its `--out` keeps one ledger), each request under the method it named; graded where labels
+    were given later (`testtime grade --run`); one that learns (`serve --method ttrl`) read prequentially."""
+    requests = directory.read_requests()  # read once: each request's method, and which ones warned
+    learned: dict[str, Any] = (
+        {"steps": update_steps(directory.path), "stream_order": "served"} if settings.stream else {}
+    )
+    return write_outcome(
+        directory,
+        settings,
+        directory.read_results(),
+        totals,
+        methods=request_methods(requests),
+        bench="served",
+        n=n,
+        wall_s=wall_s,
+        complete=True,
+        warnings=served_warnings(sum(1 for r in requests if r.get("warnings"))),
+        **learned,
+    )
+
+
+def served_warnings(greedy_requests: int) -> list[str]:
+    if not greedy_requests:
+        return []
+    return [
+        f"{greedy_requests} requests drew several samples at temperature 0 (a client's greedy default, as lm-eval "
+        "sends): copies of one answer, the selection among them measured nothing; send temperature > 0"
+    ]

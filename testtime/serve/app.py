@@ -119,7 +119,10 @@ class ServeApp:
         return web.json_response(models_body(self.model, prefixes=self.served.learning is None))
 
     async def health(self, request: web.Request) -> web.Response:
-        return web.json_response({"status": "draining" if self.draining else "ok", "in_flight": len(self.in_flight)})
+        body: dict[str, Any] = {"status": "draining" if self.draining else "ok", "in_flight": len(self.in_flight)}
+        if self.served.learning is not None:
+            body["learning"] = self.served.learning.health()
+        return web.json_response(body)
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         raw = await self._read(request)

@@ -23,6 +23,7 @@ import asyncio
 import sys
 from collections import Counter
 from collections.abc import Callable
+from typing import Any
 
 from testtime.core.errors import RunStopped, UserError
 from testtime.core.records import Message, Problem
@@ -66,6 +67,18 @@ class ServedLearning:
     def weights(self) -> str:
         """The name of the weights that answer now."""
         return self.online.engine.model_name
+
+    def health(self) -> dict[str, Any]:
+        """What `/health` says of the learning: the weights answering, the updates made, whether one is training."""
+        online = self.online
+        return {
+            "weights": self.weights,
+            "updates": online.updates,
+            "steps": online.steps,
+            "updating": self.task is not None and not self.task.done(),
+            "requests": len(online.buffer),
+            "frozen": bool(online.settings.freeze or online.collapsed or self.failed),
+        }
 
     async def open(self) -> str:
         """Rebuild what an earlier lifetime learned (the buffer, the last finished update's weights) and start

@@ -9,19 +9,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 from testtime.core.errors import UserError
-from testtime.core.ledger import LedgerTotals
 from testtime.core.secrets import redact_url
 from testtime.evaluation.summary import RunSummary
 from testtime.methods import Method
 from testtime.methods.plan import Plan
 from testtime.models.reachable import unreachable
 from testtime.run.build import build_method, build_model, check_run_flags, check_sandbox_choice, plan_of
-from testtime.run.directory import request_methods
-from testtime.run.lifecycle import ServedDir, open_served
+from testtime.run.lifecycle import open_served
 from testtime.run.manifest import Effective
-from testtime.run.outcome import write_outcome
+from testtime.run.outcome import summarize_served
 from testtime.run.settings import RunSettings
-from testtime.run.stream import update_steps
 from testtime.serve.limits import ServeLimits
 from testtime.serve.protocol import served_methods
 from testtime.serve.session import ServedRecord, ServedRun
@@ -106,7 +103,8 @@ def serve(
         asyncio.run(main())
     finally:
         session.close()
-        summary = _summarize(opened, settings, effective.n, session.ledger.totals, time.perf_counter() - started)
+        wall_s = time.perf_counter() - started
+        summary = summarize_served(opened.directory, settings, effective.n, session.ledger.totals, wall_s)
         opened.release()
         app.disarm()
     return summary, opened.directory.summary_path
@@ -123,43 +121,11 @@ def _plan(method: Method, settings: RunSettings, domain: str) -> Plan:
         return plan_of(method, settings, "math")
 
 
-def _summarize(
-    opened: ServedDir, settings: RunSettings, n: int | None, totals: LedgerTotals, wall_s: float
-) -> RunSummary:
-    """The summary and predictions over every request the run answered, in all its lifetimes (a served run
-    continued on its `--out` keeps one ledger): each request under the method it named."""
-    directory = opened.directory
-    requests = directory.read_requests()  # read once: each request's method, and which ones warned
-    learned = {"steps": update_steps(directory.path), "stream_order": "served"} if settings.stream else {}
-    return write_outcome(
-        directory,
-        settings,
-        directory.read_results(),
-        totals,
-        methods=request_methods(requests),
-        bench="served",
-        n=n,
-        wall_s=wall_s,
-        complete=True,
-        warnings=served_warnings(sum(1 for r in requests if r.get("warnings"))),
-        **learned,
-    )
-
-
 def _check_upstream(urls: list[str]) -> None:
     """Refused before the first client waits through every retry for a 502 (a fleet routes around a dead few)."""
     if urls and len(dead := unreachable(urls)) == len(urls):
         said = "; ".join(f"{redact_url(url)} ({why})" for url, why in dead.items())
         raise UserError(f"no upstream server is listening: {said}; start it, or check --api-base")
-
-
-def served_warnings(greedy_requests: int) -> list[str]:
-    if not greedy_requests:
-        return []
-    return [
-        f"{greedy_requests} requests drew several samples at temperature 0 (a client's greedy default, as lm-eval "
-        "sends): copies of one answer, the selection among them measured nothing; send temperature > 0"
-    ]
 
 
 def is_loopback(host: str) -> bool:

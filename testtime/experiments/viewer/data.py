@@ -41,6 +41,7 @@ class LoadedRun:
     reflections: dict[tuple[str, int | None], str] = field(default_factory=dict)
     problems: dict[str, Problem] = field(default_factory=dict)  # empty for a run older than problems.jsonl
     methods: dict[str, str] = field(default_factory=dict)  # a served run: each request's own method
+    asked: dict[str, str] = field(default_factory=dict)  # a served run graded later: request → the question's id
 
     @property
     def uses_labels(self) -> bool:
@@ -76,6 +77,7 @@ def load_run(path: Path) -> LoadedRun:
         steps=read_steps(path / "ttrl" / "steps.jsonl"),
         problems=run.read_problems(),
         methods=run.served_methods(),
+        asked={g.id: g.problem for g in run.read_later_grades().values()},
         reflections={
             (line.problem_id, line.step): blobs.get(line.response, "")
             for line in lines
