@@ -48,6 +48,9 @@ from testtime.serve.session import Answered, PlannedRequest, ServedRecord, Serve
 T = TypeVar("T")
 KEEPALIVE_S = 5.0
 STOP_GRACE_S = 15.0
+# a learning server's update in flight stops at its next optimiser step (checkpointed) before the process ends:
+# a rollout step of the cpu preset takes about a minute on 2 cores
+LEARNING_GRACE_S = 300.0
 LAND_S = 10.0  # after the drain: what calls in flight have to land in the ledger (within STOP_GRACE_S)
 SHUT_DOWN = "the server shut down before this request was answered; send it again"
 ERROR_CODES = {
@@ -282,7 +285,8 @@ class ServeApp:
         def on_signal(signum: int, frame: object) -> None:
             # A Python-level handler, not the loop's: it runs (and arms the watchdog) even while the loop is busy.
             if self.stop_timer is None:
-                self.stop_timer = _watchdog(drain_s + STOP_GRACE_S)
+                learning = LEARNING_GRACE_S if self.served.learning is not None else 0.0
+                self.stop_timer = _watchdog(drain_s + STOP_GRACE_S + learning)
             loop.call_soon_threadsafe(stop.set)
 
         previous = {signum: signal.signal(signum, on_signal) for signum in (signal.SIGINT, signal.SIGTERM)}

@@ -25,17 +25,16 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from testtime.core.errors import RunStopped, UserError
+from testtime.core.errors import RunStopped
 from testtime.core.records import Message, Problem
 from testtime.core.results import ProblemResult, StreamUpdate
 from testtime.core.rollout import RolloutEngine
-from testtime.methods import Method, MethodContext
+from testtime.methods import MethodContext
 from testtime.methods.learner import Learner
 from testtime.methods.majority import vote
-from testtime.methods.plan import Plan
 from testtime.methods.ttrl.online import OnlineTTRL
 from testtime.run.directory import RunDir
-from testtime.run.engine import method_calls, method_context
+from testtime.run.engine import method_calls
 from testtime.run.stream import StreamFiles
 
 
@@ -47,13 +46,10 @@ def prompt_of(problem: Problem) -> list[Message]:
 class ServedLearning:
     """The server's learner: the weights that answer now, the updates that run behind them."""
 
-    def __init__(self, method: Method, plan: Plan, engine: RolloutEngine, directory: RunDir, seed: int) -> None:
-        if plan.uses_labels:
-            raise UserError("reward=oracle trains on the labels, and a served request has none; use a label-free one")
-        self.ctx = method_context(engine, plan, prompt_of, seed, workdir=directory.path)
-        learner = method.learner(self.ctx)
-        assert isinstance(learner, OnlineTTRL), "a served method that learns is a stream's TTRL"
-        self.online = learner
+    def __init__(self, online: OnlineTTRL, ctx: MethodContext, directory: RunDir) -> None:
+        """`online`: the server's method's learner on `ctx`, the server's context (its plan, seed and run folder;
+        each request's prompt kept in its problem: `prompt_of`)."""
+        self.ctx, self.online = ctx, online
         self.online.serving = True
         self.directory, self.files = directory, StreamFiles(directory.path)
         self.arrivals = 0  # requests that entered the learner, in every lifetime of the run

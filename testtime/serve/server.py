@@ -60,6 +60,8 @@ def serve(
     method = build_method(settings)  # a bad option fails here, before anything is written
     plan = _plan(method, settings, domain)
     check_run_flags(settings, plan)
+    if learns and plan.uses_labels:
+        raise UserError("reward=oracle trains on the labels, and a served request has none; use a label-free reward")
     cap = (limits or ServeLimits()).max_calls
     if plan.calls is not None and plan.calls > cap:  # every request that names no method would be a 400
         raise UserError(

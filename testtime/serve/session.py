@@ -33,6 +33,7 @@ from testtime.evaluation.caveats import greedy_samples
 from testtime.evaluation.labelfree import answer_logprob, confidence
 from testtime.methods import METHODS, Method, PerProblem, load_methods
 from testtime.methods.plan import Plan, ProblemSet, RunBase, completed
+from testtime.methods.ttrl.online import OnlineTTRL
 from testtime.run.engine import method_calls, method_context, open_engine
 from testtime.run.lifecycle import ServedDir
 from testtime.run.loop import Arrival, Session, unlabelled_of
@@ -40,7 +41,7 @@ from testtime.run.settings import RunSettings
 from testtime.sandbox import Sandbox
 from testtime.sandbox.choose import open_sandbox
 from testtime.selectors.freeform import medoid_of
-from testtime.serve.learning import ServedArrival, ServedLearning
+from testtime.serve.learning import ServedArrival, ServedLearning, prompt_of
 from testtime.serve.protocol import BadRequest, Domain, ServedRequest
 
 METHOD_CACHE = 64  # distinct method settings kept built (a method and its selector build in ~0.2 ms)
@@ -113,13 +114,19 @@ class ServedRun:
         # serve checked its upstream at start: an outage later fails those requests (502), never the endpoint
         self.engine.stop_when_unreachable = False
         # a method that learns from the requests (ttrl): one learner for the server's life
-        self.learning = ServedLearning(*learns, self.engine, self.directory, settings.seed) if learns else None
+        self.learning = self._learning(*learns) if learns else None
         self.session = Session(self.directory, self.engine, unlabelled_of, record_problems=True)
         self.sandbox: Sandbox | None = None
         self._sandbox_lock = asyncio.Lock()
         self._requests = self.directory.requests_path.open("a", encoding="utf-8")
         self._methods: dict[str, PerProblem] = {}  # built methods by (name, domain, options), oldest first
         load_methods()
+
+    def _learning(self, method: Method, plan: Plan) -> ServedLearning:
+        ctx = method_context(self.engine, plan, prompt_of, self.settings.seed, workdir=self.directory.path)
+        learner = method.learner(ctx)
+        assert isinstance(learner, OnlineTTRL), "a served method that learns is a stream's TTRL"
+        return ServedLearning(learner, ctx, self.directory)
 
     @property
     def ledger(self) -> Ledger:

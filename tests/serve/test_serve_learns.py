@@ -1,0 +1,174 @@
+"""`serve --method ttrl`, end to end on the scripted tiny model through the openai SDK (the mechanics; learning
+itself is perf/serve_learns.py's to show on the embedded model): requests answered by the current weights while
+updates train behind them, replies naming the weights that answered, a kill -9 that restarts on the last
+finished update's weights, and the run graded later and reported prequentially."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from testtime.core.ledger import read_entries
+from testtime.core.results import ResultRecord, StreamUpdate
+
+LEARNING = ["--method", "ttrl", "--method-opt", "preset=cpu", "--method-opt", "update_every=4",
+            "--method-opt", "window=4", "--method-opt", "update_steps=2"]  # fmt: skip
+
+
+@contextmanager
+def serving(out: Path, model: str, *args: str) -> Iterator[dict[str, Any]]:
+    """The installed `testtime serve` as a user runs it (stderr to a file, not --quiet); SIGTERM at the end unless
+    the test killed it."""
+    log = out.parent / f"{out.name}-{time.time_ns()}.log"
+    with log.open("w") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "testtime.cli", "serve", "--model", model, "--port", "0", "--out", str(out), *args],
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            env={**os.environ, "COLUMNS": "200"},
+        )
+        assert process.stdout is not None
+        url = process.stdout.readline().strip()
+        state: dict[str, Any] = {"url": url, "process": process, "log": log}
+        try:
+            assert url.startswith("http"), log.read_text()
+            yield state
+        finally:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+            process.communicate(timeout=120)
+            state["returncode"] = process.returncode
+            state["stderr"] = log.read_text()
+
+
+def ask(url: str, model: str, i: int) -> Any:
+    client = openai.OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=300)
+    return client.chat.completions.create(model=model, messages=[{"role": "user", "content": f"What is {i} + 1?"}])
+
+
+def health(url: str) -> dict[str, Any]:
+    return httpx.get(url.removesuffix("/v1") + "/health", timeout=30).json()
+
+
+def wait_for(url: str, updates: int, patience: float = 300) -> dict[str, Any]:
+    deadline = time.time() + patience
+    while time.time() < deadline:
+        learning = health(url)["learning"]
+        if learning["updates"] >= updates and not learning["updating"]:
+            return learning
+        time.sleep(0.1)
+    raise AssertionError(f"no {updates} updates within {patience} s: {health(url)}")
+
+
+def records(out: Path) -> list[ResultRecord]:
+    return [ResultRecord.model_validate_json(line) for line in (out / "results.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_served_model_learns_from_its_requests_restarts_on_its_last_weights_and_reports(
+    tmp_path: Path, scripted_model: str
+) -> None:
+    out, model = tmp_path / "served", scripted_model
+    with serving(out, model, *LEARNING) as first:
+        url = first["url"]
+        replies = [ask(url, model, i) for i in range(4)]
+        assert {r.model for r in replies} == {model}  # the base weights answered: no update had run
+        deadline = time.time() + 120
+        while not health(url)["learning"]["updating"] and time.time() < deadline:  # update 1 trains behind
+            time.sleep(0.02)
+        during = ask(url, model, 4)
+        still_training = health(url)["learning"]["updating"]
+        # answered while update 1 trained: by the weights as they were, never waiting for it
+        assert still_training and during.model == model, (still_training, during.model)
+        after_one = wait_for(url, 1)
+        assert after_one["weights"] == f"{model}+ttrl@{after_one['steps']}" and after_one["steps"] > 0
+        replies += [during, *(ask(url, model, i) for i in range(5, 8))]
+        assert replies[-1].model == after_one["weights"] == replies[-1].model_extra["testtime"]["weights"]
+        learned = wait_for(url, 2)  # update 2 came due at the 8th request
+        first["process"].kill()  # kill -9 with update 2's weights the last finished
+    assert first["returncode"] == -signal.SIGKILL
+    updates = [StreamUpdate.model_validate_json(x) for x in (out / "stream" / "updates.jsonl").read_text().split()]
+    assert [u.arrivals for u in updates] == [4, 8] and updates[-1].state == learned["steps"]
+    assert {len(u.learned_from) for u in updates} == {4}
+    served = [json.loads(x) for x in (out / "requests.jsonl").read_text().splitlines()]
+    assert [r["weights"] for r in served] == [r.model for r in replies]  # each request names what answered it
+
+    with serving(out, model, *LEARNING) as second:  # the same --out after the kill -9
+        again = ask(second["url"], model, 8)
+        assert again.model == learned["weights"]  # the last finished update's weights, from the first request
+    assert second["returncode"] == 0, second["stderr"]
+    assert "learning resumed: 8 requests learned from, 2 updates" in second["stderr"]
+    assert "Traceback" not in first["stderr"] + second["stderr"]
+
+    answered = records(out)
+    assert [r.answered_with.arrival for r in answered if r.answered_with] == list(range(9))
+    steps = [r.answered_with.state for r in answered if r.answered_with]
+    assert steps == sorted(steps) and steps[0] == 0 and steps[-1] == learned["steps"]
+    train = [e for e in read_entries(out / "ledger.jsonl") if e.kind == "train_step"]
+    assert len(train) == learned["steps"]  # every optimiser step of both updates, once
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["prequential"]["order"] == "served" and summary["prequential"]["updates"] == 2
+    assert summary["prequential"]["accuracy"] is None  # nothing is labelled until the labels are given
+
+    # the labels, known later: the questions with their answers, as a user's own file
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text(
+        "".join(json.dumps({"question": f"What is {i} + 1?", "answer": str(i + 1)}) + "\n" for i in range(9))
+    )
+    graded = subprocess.run(
+        [sys.executable, "-m", "testtime.cli", "grade", "--bench", str(labels), "--run", str(out), "--json"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert graded.returncode == 0, graded.stderr
+    report = json.loads(graded.stdout)
+    assert report["n"] == 9 and report["unmatched_requests"] == 0
+    right = sum(bool(r.correct) for r in records(out))  # the scripted model answers 1 or 2: "0 + 1" and "1 + 1"
+    assert 0 < right <= 2 and report["accuracy"] == pytest.approx(right / 9)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["prequential"]["accuracy"]["mean"] == pytest.approx(right / 9)
+    assert all(line.strip() for line in (out / "results.jsonl").read_text().splitlines())
+    assert '"labelled":false' in (out / "results.jsonl").read_text().replace(" ", "")  # kept as answered
+    shown = subprocess.run(
+        [sys.executable, "-m", "testtime.cli", "report", str(out), "--out", str(tmp_path / "report")],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    said = " ".join((shown.stdout + shown.stderr).split())
+    assert (
+        f"prequential served: 9 requests, 2 updates (final state {learned['steps']}); accuracy {right / 9:.3f}" in said
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_learning_server_refuses_what_it_cannot_learn_from_in_one_line(tmp_path: Path, scripted_model: str) -> None:
+    with serving(tmp_path / "served", scripted_model, *LEARNING) as server:
+        client = openai.OpenAI(base_url=server["url"], api_key="unused", max_retries=0)
+        with pytest.raises(openai.BadRequestError, match="this server learns from its requests"):
+            client.chat.completions.create(
+                model=f"majority-4/{scripted_model}", messages=[{"role": "user", "content": "What is 1 + 1?"}]
+            )
+        listed = [m.id for m in client.models.list()]
+        assert listed == [scripted_model]  # no method prefixes: each request is answered by the learner
+    assert server["returncode"] == 0 and "Traceback" not in server["stderr"]
+    oracle = subprocess.run(
+        [sys.executable, "-m", "testtime.cli", "serve", "--model", scripted_model, "--port", "0",
+         "--out", str(tmp_path / "oracle"), *LEARNING, "--method-opt", "reward=oracle"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert oracle.returncode == 2 and "a served request has none" in oracle.stderr
+    assert "Traceback" not in oracle.stderr and not (tmp_path / "oracle" / "results.jsonl").exists()
