@@ -124,24 +124,27 @@ def test_a_served_model_learns_from_its_requests_restarts_on_its_last_weights_an
     assert summary["prequential"]["order"] == "served" and summary["prequential"]["updates"] == 2
     assert summary["prequential"]["accuracy"] is None  # nothing is labelled until the labels are given
 
-    # the labels, known later: the questions with their answers, as a user's own file
+    # the labels, known later: the questions with their answers, as a user's own file; its predictions graded
     labels = tmp_path / "labels.jsonl"
     labels.write_text(
         "".join(json.dumps({"question": f"What is {i} + 1?", "answer": str(i + 1)}) + "\n" for i in range(9))
     )
     graded = subprocess.run(
-        [sys.executable, "-m", "testtime.cli", "grade", "--bench", str(labels), "--run", str(out), "--json"],
+        [sys.executable, "-m", "testtime.cli", "grade", "--bench", str(labels), "--predictions", str(out / "predictions.jsonl"), "--json"],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert graded.returncode == 0, graded.stderr
     report = json.loads(graded.stdout)
     assert report["n"] == 9 and report["unmatched_requests"] == 0
-    right = sum(bool(r.correct) for r in records(out))  # the scripted model answers 1 or 2: "0 + 1" and "1 + 1"
-    assert 0 < right <= 2 and report["accuracy"] == pytest.approx(right / 9)
+    asked = {p["id"]: p["statement"] for p in map(json.loads, (out / "problems.jsonl").read_text().splitlines())}
+    truth = {r.problem_id: r.prediction == str(int(asked[r.problem_id].split()[2]) + 1) for r in records(out)}
+    assert {p["id"]: p["correct"] for p in report["per_problem"]} == truth  # "What is i + 1?" graded as i + 1
+    right = sum(truth.values())  # the scripted model answers 1 or 2: right at most on "0 + 1" and "1 + 1"
+    assert right <= 2 and report["accuracy"] == pytest.approx(right / 9)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["prequential"]["accuracy"]["mean"] == pytest.approx(right / 9)
-    assert all(line.strip() for line in (out / "results.jsonl").read_text().splitlines())
-    assert '"labelled":false' in (out / "results.jsonl").read_text().replace(" ", "")  # kept as answered
+    as_answered = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert {r["status"] for r in as_answered} == {"unlabelled"}  # results.jsonl is kept as it was answered
     shown = subprocess.run(
         [sys.executable, "-m", "testtime.cli", "report", str(out), "--out", str(tmp_path / "report")],
         capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"},

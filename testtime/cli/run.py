@@ -265,18 +265,21 @@ def grade_command(
     out: Annotated[Path | None, Opt(help="also write the JSON summary to this file")] = None,
 ) -> None:
     """Grade predictions from any system with this project's grader (the benchmark's own flags apply), or with
-    --run a served run's requests once their labels are known: each is matched to the question it asked (by id,
-    else by its words), its grade kept in the run's graded.jsonl and the run's summary written again (accuracy;
-    a learning server's prequential accuracy over the requests, for `testtime report`)."""
+    --run a served run's requests once their labels are known (its predictions.jsonl as --predictions too): each
+    is matched to the question it asked (by id, else by its words), its grade kept in the run's graded.jsonl and
+    the run's summary written again (accuracy; a learning server's prequential accuracy over the requests, for
+    `testtime report`)."""
     from testtime.cli.display import console, print_warnings, results_console, summary_table
     from testtime.cli.flags import bench_flags
     from testtime.core.options import parse_options
     from testtime.evaluation.summary import RunSummary
-    from testtime.run.grading import grade_predictions, grade_served
+    from testtime.run.grading import grade_predictions, grade_served, served_run_of
 
     if (predictions is None) == (run is None):
         raise UserError("give --predictions FILE (answers from any system) or --run DIR (a served run), one of them")
     options = {**parse_options(bench_opt or [], "--bench-opt"), **bench_flags(bench, ctx.args)}
+    if predictions is not None:
+        run = served_run_of(predictions)
     if run is not None:
         report = grade_served(run, bench, data_dir, options)
     else:

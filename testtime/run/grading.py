@@ -135,6 +135,14 @@ def grade_served(run: Path, bench: str, data_dir: str | None, bench_options: dic
     }
 
 
+def served_run_of(predictions: Path) -> Path | None:
+    """The served run whose `predictions.jsonl` this is, else None."""
+    folder = predictions.parent
+    if predictions.name != "predictions.jsonl" or not (folder / "config.json").is_file():
+        return None
+    return folder if RunDir.open_existing(folder).read_manifest().kind == "served" else None
+
+
 def _words(text: str) -> str:
     return " ".join(text.split())
 
