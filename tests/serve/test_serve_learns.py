@@ -130,7 +130,8 @@ def test_a_served_model_learns_from_its_requests_restarts_on_its_last_weights_an
         "".join(json.dumps({"question": f"What is {i} + 1?", "answer": str(i + 1)}) + "\n" for i in range(9))
     )
     graded = subprocess.run(
-        [sys.executable, "-m", "testtime.cli", "grade", "--bench", str(labels), "--predictions", str(out / "predictions.jsonl"), "--json"],
+        [sys.executable, "-m", "testtime.cli", "grade", "--bench", str(labels),
+         "--predictions", str(out / "predictions.jsonl"), "--json"],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert graded.returncode == 0, graded.stderr
