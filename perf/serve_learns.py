@@ -12,7 +12,8 @@ update" when `/health` said an update was training just before it was sent or ju
 both runs are graded (`testtime grade --run --bench arith`) and reported (`testtime report`): prequential
 accuracy, and the paired difference over the same questions with its bootstrap interval.
 
-    .venv/bin/python perf/serve_learns.py [--requests 48] [--interval 6] [--update-every 8] [--out DIR] [--smoke]
+    .venv/bin/python perf/serve_learns.py [--requests 48] [--interval 6] [--update-every 8] [--format-hint]
+                                          [--out DIR] [--smoke]
 """
 
 from __future__ import annotations
@@ -128,6 +129,12 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=48)
     parser.add_argument("--interval", type=float, default=6.0, help="seconds between the starts of two requests")
     parser.add_argument("--update-every", type=int, default=8)
+    parser.add_argument(
+        "--format-hint",
+        action="store_true",
+        help="let the servers add their boxed-answer instruction (default: the arith prompt as it is, its two "
+        "worked examples showing the box: the miniature's prompt)",
+    )
     parser.add_argument("--model", type=Path, default=None, help="a transformers folder (default: the embedded)")
     parser.add_argument("--out", type=Path, default=None, help="where the runs go (default: a temporary folder)")
     parser.add_argument("--smoke", action="store_true", help="a tiny size, to prove the script still runs (CI)")
@@ -144,17 +151,19 @@ def main() -> None:
         learning += ["--method-opt", "update_steps=1", "--method-opt", "prompts_per_step=2"]
     sampling = ["--n", str(cpu["eval_samples"]), "--temperature", str(cpu["eval_temperature"]),
                 "--top-p", str(cpu["eval_top_p"]), "--max-tokens", str(cpu["max_response"])]  # fmt: skip
+    hint = [] if args.format_hint else ["--no-format-hint"]
     labels = ["--bench", "arith", "--bench-opt", f"seed={REPORT_SET_SEED}", "--bench-opt", f"size={size}"]
     with tempfile.TemporaryDirectory(prefix="serve-learns-") as scratch:
         out = args.out or Path(scratch)
         started = time.perf_counter()
-        with serving(out / "ttrl", "--model", model, *learning) as url:
+        with serving(out / "ttrl", "--model", model, *hint, *learning) as url:
             health = HealthWatch(url)
             learned = ask(url, model, problems, arith, args.interval, health)
             health.settle()
             health.close()
         learning_s = time.perf_counter() - started
-        with serving(out / "majority", "--model", model, "--method", "majority", "--domain", "math", *sampling) as url:
+        majority = ["--method", "majority", "--domain", "math", *hint, *sampling]
+        with serving(out / "majority", "--model", model, *majority) as url:
             plain = ask(url, model, problems, arith, 0.0, None)
         for run in ("ttrl", "majority"):
             testtime("grade", "--run", str(out / run), *labels)
@@ -169,7 +178,9 @@ def main() -> None:
     busy = [a["latency"] for a in learned if a["during_update"]]
     watch_idle = [s for s, updating in health.samples if not updating]
     watch_busy = [s for s, updating in health.samples if updating]
-    print(f"{args.requests} arith requests (seed {REPORT_SET_SEED}), one every {args.interval:g} s; {model}")
+    prompt = "with the servers' boxed-answer instruction" if args.format_hint else "as it is"
+    print(f"{args.requests} arith requests (seed {REPORT_SET_SEED}, the arith prompt {prompt}), one every "
+          f"{args.interval:g} s; {model}")  # fmt: skip
     print("| | median / p90 / max (n) |")
     print("|---|---|")
     print(f"| learning server, no update training | {quantiles(idle)} |")

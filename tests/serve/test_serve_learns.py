@@ -20,6 +20,7 @@ import httpx
 import openai
 import pytest
 
+from tests.experiments.test_view import CHROMIUM, dom, errors_in
 from testtime.core.ledger import read_entries
 from testtime.core.results import ResultRecord, StreamUpdate
 
@@ -152,20 +153,34 @@ def test_a_served_model_learns_from_its_requests_restarts_on_its_last_weights_an
     )  # fmt: skip
     assert shown.returncode == 0, shown.stderr
     said = " ".join((shown.stdout + shown.stderr).split())
-    assert (
-        f"prequential served: 9 requests, 2 updates (final state {learned['steps']}); accuracy {right / 9:.3f}" in said
-    )
+    assert f"prequential accuracy of served: {right / 9:.3f} [" in said
+    assert f"over 9 requests, 2 updates (final state {learned['steps']})" in said
+    if CHROMIUM:  # the viewer reads it prequentially too (CI has chromium; test_view.py skips without it)
+        page_file = tmp_path / "view.html"
+        viewed = subprocess.run([sys.executable, "-m", "testtime.cli", "view", str(out), "--html", str(page_file)],
+                                capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert viewed.returncode == 0, viewed.stderr
+        page = dom(page_file.as_uri())
+        assert errors_in(page).strip() == ""
+        assert "9 requests in the order answered, 2 updates" in page
+        assert f"{right / 9:.3f} [" in page  # its prequential accuracy, with the interval
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_a_learning_server_refuses_what_it_cannot_learn_from_in_one_line(tmp_path: Path, scripted_model: str) -> None:
+def test_a_learning_server_says_what_it_refuses_or_ignores_in_one_line(tmp_path: Path, scripted_model: str) -> None:
     with serving(tmp_path / "served", scripted_model, *LEARNING) as server:
         client = openai.OpenAI(base_url=server["url"], api_key="unused", max_retries=0)
         with pytest.raises(openai.BadRequestError, match="this server learns from its requests"):
             client.chat.completions.create(
                 model=f"majority-4/{scripted_model}", messages=[{"role": "user", "content": "What is 1 + 1?"}]
             )
+        hot = client.chat.completions.create(
+            model=scripted_model, messages=[{"role": "user", "content": "What is 1 + 1?"}], temperature=0.2
+        )
+        assert hot.model_extra["testtime"]["warnings"] == [
+            "temperature ignored: this server learns, and answers at its own evaluation sampling"
+        ]
         listed = [m.id for m in client.models.list()]
         assert listed == [scripted_model]  # no method prefixes: each request is answered by the learner
     assert server["returncode"] == 0 and "Traceback" not in server["stderr"]

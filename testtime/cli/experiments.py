@@ -326,6 +326,6 @@ def _prequential_line(run: str, stream: PrequentialSummary) -> str:
     )
     kind = "requests" if served else "arrivals"
     return (
-        f"prequential {escape(Path(run).name)}: {stream.arrivals} {kind}, {stream.updates} updates (final state "
-        f"{stream.final_state}); accuracy {accuracy}; by window: {windows}"
+        f"prequential accuracy of {escape(Path(run).name)}: {accuracy} over {stream.arrivals} {kind}, "
+        f"{stream.updates} updates (final state {stream.final_state}); by window: {windows}"
     )

@@ -36,7 +36,12 @@ NOT_SERVED = ("bench", "limit", "data_dir", "bench_opt")
 def serve_command(
     ctx: typer.Context,
     method: Annotated[
-        str, Opt(help="the method a request gets unless it names one (any method that answers one problem at a time)")
+        str,
+        Opt(
+            help="the method a request gets unless it names one (any method that answers one problem at a time); "
+            "ttrl: every request answered by weights that train on the requests in the background (--method-opt "
+            "preset=cpu update_every=8 ...; docs/serving.md)"
+        ),
     ] = "majority",
     method_opt: Annotated[list[str] | None, Opt("--method-opt", help="method option KEY=VALUE, repeatable")] = None,
     selector: Annotated[
@@ -101,6 +106,9 @@ def serve_command(
     and a `testtime` field (candidates, vote share, TRT rounds, confidence, cost). A request picks its method by
     the model name (majority-8/MODEL, trt-4x2/MODEL, rsa-8x3/MODEL, single/MODEL) or a body field
     {"testtime": {"method", "options", "n", "domain"}}. Everything goes to a run directory (`testtime view`).
+    With --method ttrl the endpoint learns from its requests without labels: each is answered by the current
+    weights (the reply's model names them, MODEL+ttrl@STEPS), and every update_every requests an update trains
+    in the background; `testtime grade --run` grades the run once labels are known, `testtime report` reads it.
     """
     from testtime.cli.display import console, show_model_notices
     from testtime.cli.flags import run_options

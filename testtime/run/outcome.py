@@ -92,7 +92,7 @@ def summarize_served(
         n=n,
         wall_s=wall_s,
         complete=True,
-        warnings=served_warnings(sum(1 for r in requests if r.get("warnings"))),
+        warnings=served_warnings(sum(any("temperature 0" in w for w in r.get("warnings", [])) for r in requests)),
         **learned,
     )
 

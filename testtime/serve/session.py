@@ -183,6 +183,14 @@ class ServedRun:
             )
         return self.learning.online.method
 
+    def _sampling_ignored(self, request: ServedRequest) -> str | None:
+        """A learning server answers at its evaluation's sampling, whatever a client asks (its votes are what it
+        learns from): said in the reply rather than silently dropped."""
+        asked = sorted(k for k in ("temperature", "top_p", "max_tokens") if k in request.sampling)
+        if self.learning is None or not asked:
+            return None
+        return f"{', '.join(asked)} ignored: this server learns, and answers at its own evaluation sampling"
+
     def _stopping(self, request: ServedRequest) -> Adaptive | None:
         """A request's early stop: the server's (nothing asked), the server's or the default rule (true), none
         (false), or the request's own rule."""
@@ -263,7 +271,7 @@ class ServedRun:
             status=status,
             error=error,
             chosen_by=reply.chosen_by if reply else None,
-            warnings=[greedy] if greedy else [],
+            warnings=[w for w in (greedy, self._sampling_ignored(request)) if w],
             weights=learner.weights if isinstance(learner, ServedArrival) else None,
             latency_s=time.perf_counter() - started,
             **_usage(totals),

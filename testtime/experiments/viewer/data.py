@@ -23,6 +23,7 @@ from testtime.experiments.viewer import explain
 from testtime.experiments.viewer.mathml import to_tree
 from testtime.run.directory import RunDir
 from testtime.run.manifest import RunManifest
+from testtime.run.stream import update_steps
 
 TEXT_CHARS = 6000  # a candidate's text as shown; the trace holds it whole
 QUESTION_CHARS = 100  # a problem's opening words in the list of problems
@@ -74,7 +75,7 @@ def load_run(path: Path) -> LoadedRun:
         ledger=read_entries(run.ledger_path) if run.ledger_path.exists() else [],
         calls={line.call: line for line in lines},
         blobs=blobs,
-        steps=read_steps(path / "ttrl" / "steps.jsonl"),
+        steps=read_steps(path / "ttrl" / "steps.jsonl") or update_steps(path),  # offline, or a stream's updates
         problems=run.read_problems(),
         methods=run.served_methods(),
         asked={g.id: g.problem for g in run.read_later_grades().values()},

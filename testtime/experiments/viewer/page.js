@@ -49,9 +49,14 @@ function runTable(run, r) {
   if (run.ttrl && run.ttrl["pass@1_before"]) rows.push(["ttrl: pass@1 before → after", `${ci(run.ttrl["pass@1_before"])} → ${ci(run.ttrl["pass@1_after"])}`],
                                                      ["ttrl: paired gain", ci(run.ttrl["pass@1_gain"])]);
   const stream = run.prequential;
-  if (stream) rows.push(["stream", `${stream.arrivals} arrivals (${stream.order} order), ${stream.updates} updates, final state ${stream.final_state}`],
-                        ["prequential accuracy", ci(stream.accuracy)],
-                        [`by window of ${stream.window}`, stream.windows.map(w => w.accuracy ? fmt(w.accuracy.mean, 2) : "–").join(" ")]);
+  if (stream) {
+    const served = stream.order === "served";  // a server that learns: its requests, answered in this order
+    const ungraded = served ? "not graded: labels known later go in with testtime grade --run" : ci(stream.accuracy);
+    rows.push([served ? "requests (learning server)" : "stream",
+               `${stream.arrivals} ${served ? "requests in the order answered" : `arrivals (${stream.order} order)`}, ${stream.updates} updates, final state ${stream.final_state}`],
+              ["prequential accuracy", stream.accuracy ? ci(stream.accuracy) : ungraded],
+              [`by window of ${stream.window} (state)`, stream.windows.map(w => `${w.accuracy ? fmt(w.accuracy.mean, 2) : "–"} (${w.state})`).join(" ")]);
+  }
   for (const [k, v] of rows) facts.append($("tr", {}, $("th", {text: k}), $("td", {text: v})));
   box.append(facts);
   if (run.curves.step.length) box.append($("h3", {text: "TTRL steps"}), curve(run.curves.step,
