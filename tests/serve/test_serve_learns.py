@@ -181,9 +181,18 @@ def test_a_learning_server_says_what_it_refuses_or_ignores_in_one_line(tmp_path:
         assert hot.model_extra["testtime"]["warnings"] == [
             "temperature ignored: this server learns, and answers at its own evaluation sampling"
         ]
+        pinned = [
+            client.chat.completions.create(
+                model=scripted_model, messages=[{"role": "user", "content": "What is 2 + 2?"}], seed=7
+            )
+            for _ in range(2)
+        ]  # 3 requests: no update is due, so the same weights answer the re-sent one, from the cache
+        assert pinned[0].model_extra["testtime"]["candidates"] == pinned[1].model_extra["testtime"]["candidates"]
         listed = [m.id for m in client.models.list()]
         assert listed == [scripted_model]  # no method prefixes: each request is answered by the learner
     assert server["returncode"] == 0 and "Traceback" not in server["stderr"]
+    again = [e for e in read_entries(tmp_path / "served" / "ledger.jsonl") if e.problem_id == pinned[1].id]
+    assert len(again) == 8 and all(e.cached for e in again)  # the re-sent request paid for nothing
     oracle = subprocess.run(
         [sys.executable, "-m", "testtime.cli", "serve", "--model", scripted_model, "--port", "0",
          "--out", str(tmp_path / "oracle"), *LEARNING, "--method-opt", "reward=oracle"],
