@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
@@ -65,6 +66,14 @@ class LedgerTotals:
     train_tokens: int = 0
     train_flops: float = 0.0
     train_seconds: float = 0.0
+
+    @classmethod
+    def of(cls, entries: Iterable[LedgerEntry]) -> LedgerTotals:
+        """The totals of ledger lines already read (a finished or still-running run's `read_entries`)."""
+        totals = cls()
+        for entry in entries:
+            totals.add(entry)
+        return totals
 
     def add(self, e: LedgerEntry) -> None:
         if e.kind == "sandbox":

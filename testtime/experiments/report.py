@@ -23,6 +23,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from testtime.core.errors import UserError
+from testtime.core.results import ResultRecord
 from testtime.evaluation.metrics import Interval, maj_at_k, mean_ci, paired_difference_ci
 from testtime.evaluation.summary import KnowledgeHealth, PrequentialSummary, RunSummary
 from testtime.experiments.adaptive_pairs import AdaptiveComparison, compare_adaptive
@@ -197,7 +198,8 @@ def _baselines(run: Finished, majorities: list[Finished]) -> tuple[Baseline, Bas
         mine, theirs = _pairing(run), _pairing(majority)
         labelled = {k for k, p in mine.items() if run.loaded.records[p].labelled}
         ids = sorted(k for k in labelled if k in theirs and majority.loaded.records[theirs[k]].labelled)
-        if not ids:
+        pairs = [(run.loaded.records[mine[k]], majority.loaded.records[theirs[k]]) for k in ids]
+        if not pairs:
             reasons.append(f"{majority.loaded.path.name}: no labelled problem to compare on")
             continue
         n = min(len(r.candidates) for r in records)
@@ -205,19 +207,25 @@ def _baselines(run: Finished, majorities: list[Finished]) -> tuple[Baseline, Bas
         spent = _tokens_per_problem(run)
         wanted = {"solver rollouts": _rollouts(run), "tokens": max(1, round(spent / per_sample)) if per_sample else 1}
         return tuple(  # type: ignore[return-value]
-            _at(run, majority, ids, budget, k, n, per_sample, spent) for budget, k in wanted.items()
+            _at(majority, pairs, budget, k, n, per_sample, spent) for budget, k in wanted.items()
         )
     why = "no majority run among the inputs" if not reasons else "settings differ: " + " | ".join(reasons)
     return Baseline(budget="solver rollouts", none=why), Baseline(budget="tokens", none=why)
 
 
 def _at(
-    run: Finished, majority: Finished, ids: list[str], budget: str, wanted: int, n: int, per_sample: float, spent: float
+    majority: Finished,
+    pairs: list[tuple[ResultRecord, ResultRecord]],
+    budget: str,
+    wanted: int,
+    n: int,
+    per_sample: float,
+    spent: float,
 ) -> Baseline:
+    """Majority at k beside the run, over (the run's result, the majority's) paired by problem."""
     k = min(wanted, n)
-    theirs = [majority.loaded.records[p] for p in map(_pairing(majority).__getitem__, ids)]
-    baseline = [maj_at_k(r.cluster_of or (), r.cluster_correct or (), k) for r in theirs]
-    method = [float(bool(run.loaded.records[p].correct)) for p in map(_pairing(run).__getitem__, ids)]
+    baseline = [maj_at_k(theirs.cluster_of or (), theirs.cluster_correct or (), k) for _, theirs in pairs]
+    method = [float(bool(mine.correct)) for mine, _ in pairs]
     ci = mean_ci(baseline)
     return Baseline(
         budget=budget,

@@ -112,9 +112,7 @@ def grade_served(run: Path, bench: str, data_dir: str | None, bench_options: dic
             )
         directory.write_later_grades(list(grades.values()))
         before = directory.read_summary()
-        totals = LedgerTotals()
-        for entry in read_entries(directory.ledger_path):
-            totals.add(entry)
+        totals = LedgerTotals.of(read_entries(directory.ledger_path))
         n = manifest.effective.n if manifest.effective else None
         summary = summarize_served(directory, manifest.run, n, totals, before.wall_s if before else None)
     finally:

@@ -82,8 +82,8 @@ class ServedLearning:
         records = [r for r in self.directory.read_results() if r.answered_with is not None]
         problems = self.directory.read_problems()
         buffer = [problems[r.problem_id] for r in records if r.problem_id in problems]
-        updates = self.files.read_updates()
         self.files.repair()
+        updates = self.files.read_updates()
         await self.online.restore_state(buffer, updates)
         self.arrivals = max((r.answered_with.arrival + 1 for r in records if r.answered_with), default=0)
         self._start_updates()
@@ -139,6 +139,16 @@ class ServedLearning:
         self.retired[id(engine)] = engine
         self._drop_unused()
 
+    def borrow(self) -> tuple[RolloutEngine, int]:
+        """The weights that answer now and their steps, held until `give_back` (an update may replace them)."""
+        engine = self.online.engine
+        self.voting[id(engine)] += 1
+        return engine, self.online.steps
+
+    def give_back(self, engine: RolloutEngine) -> None:
+        self.voting[id(engine)] -= 1
+        self._drop_unused()
+
     def _drop_unused(self) -> None:
         for key in [k for k in self.retired if not self.voting[k]]:
             engine = self.retired.pop(key)
@@ -173,15 +183,13 @@ class ServedArrival(Learner):
         learning = self.learning
         if learning.ctx.engine.stop is not None:
             raise learning.ctx.engine.stop
-        engine, self.steps = learning.online.engine, learning.online.steps
+        engine, self.steps = learning.borrow()
         self.weights = engine.model_name
         place, learning.arrivals = learning.arrivals, learning.arrivals + 1
-        learning.voting[id(engine)] += 1
         try:
             result = await vote(problem, self.ctx, engine)
         finally:
-            learning.voting[id(engine)] -= 1
-            learning._drop_unused()
+            learning.give_back(engine)
         return result.model_copy(update={"answered_with": self.answered_with(place)})
 
     async def learn(self, problem: Problem, result: ProblemResult) -> StreamUpdate | None:

@@ -99,9 +99,7 @@ def _cost(entries: list[LedgerEntry]) -> dict[str, Any]:
 
 def _ledger_so_far(entries: list[LedgerEntry]) -> dict[str, Any]:
     """No summary yet (a run still going, a served run between stops): the totals its ledger holds so far."""
-    totals = LedgerTotals()
-    for entry in entries:
-        totals.add(entry)
+    totals = LedgerTotals.of(entries)
     return {"calls": totals.calls, "tokens": totals.tokens, "cost_usd": totals.cost_usd if totals.cost_known else None}
 
 
