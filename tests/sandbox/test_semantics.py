@@ -283,7 +283,8 @@ def test_a_program_that_rewrites_the_prelude_affects_no_later_job(solo: Sandbox)
 OFFICIAL_LIMITS = [
     ("print(len(str(10**5000)))", "pass", "pass"),  # 5,001 digits: under LiveCodeBench's 50,000
     ("print(len(str(10**60000)))", "pass", "runtime_error"),  # 60,001 digits: over it
-    ("import os\npid = os.fork()\nprint(len(str(10**5000)))", "pass", "runtime_error"),
+    # the child leaves at once: had it printed too, the answer would be twice or once as the race fell
+    ("import os\nif os.fork() == 0:\n    os._exit(0)\nprint(len(str(10**5000)))", "pass", "runtime_error"),
     ("import subprocess\nsubprocess.Popen(['true'])\nprint(len(str(10**5000)))", "pass", "runtime_error"),
     ("import os\nos.system('true')\nprint(len(str(10**5000)))", "pass", "runtime_error"),
 ]
