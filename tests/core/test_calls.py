@@ -142,3 +142,77 @@ def test_a_call_made_on_the_engine_itself_is_reported_once_per_call() -> None:
 
     asyncio.run(main())
     assert heard == ["solve"]
+
+
+def _refused_unpaid(call: object, *, calls: int | None = 2, ceiling: int = 1000) -> str:
+    """What the engine says of `call(handle)` inside a method whose plan declares `calls` a problem; nothing may
+    reach the model or the ledger."""
+    sent: list[tuple[str, SamplingParams]] = []
+    engine = engine_seeing(sent)
+    handle = Calls(engine, {"solve": WARM}, "p1", prompt=PROMPT, seed=7)
+
+    async def main() -> None:
+        with declared_calls({"solve": WARM}, calls=calls, ceiling=ceiling):
+            await call(handle)  # type: ignore[operator]
+
+    with pytest.raises(PlanError) as refused:
+        asyncio.run(main())
+    assert sent == [] and engine.ledger.totals.calls == 0
+    return str(refused.value)
+
+
+def test_a_call_past_the_plans_calls_is_refused_before_it_is_paid() -> None:
+    said = _refused_unpaid(lambda calls: calls.sample("solve", 10**9))
+    assert "asking for 1,000,000,000 samples" in said and "the 2 model calls its plan declares a problem" in said
+
+
+def test_a_plan_without_calls_is_bounded_by_the_runs_ceiling() -> None:
+    said = _refused_unpaid(lambda calls: calls.sample("solve", 5000), calls=None, ceiling=1000)
+    assert "ceiling of 1,000 calls a problem (--max-planned-calls)" in said
+
+
+def test_the_plans_calls_bound_a_problems_calls_together_not_each_alone() -> None:
+    sent: list[tuple[str, SamplingParams]] = []
+    engine = engine_seeing(sent)
+    calls = Calls(engine, {"solve": WARM}, "p1", prompt=PROMPT, seed=7)
+
+    async def main() -> None:
+        with declared_calls({"solve": WARM}, calls=3):
+            await calls.sample("solve", 2)
+            await calls.sample("solve", 2)
+
+    with pytest.raises(PlanError, match=r"asking for 2 samples \(2 asked before\)"):
+        asyncio.run(main())
+    assert len(sent) == 2  # the first call, within the plan, was answered; the second was not sent
+    engine.forget("p1")  # the problem answered: a served request of that id starts afresh (two from the cache)
+    with declared_calls({"solve": WARM}, calls=3):
+        asyncio.run(calls.sample("solve", 3))
+    assert len(sent) == 3
+
+
+@pytest.mark.parametrize(
+    ("n", "messages", "words"),
+    [
+        (0, None, "n=0"),
+        (-1, None, "n=-1"),
+        (1.5, None, "n=1.5"),
+        ("2", None, "n='2'"),
+        (True, None, "n=True"),
+        (1, [], "a call with no messages"),
+        (1, "What is 2 + 3?", "a call with no messages"),
+        (1, [{"role": "user", "content": "hi"}], "messages hold a dict"),
+    ],
+)
+def test_a_malformed_count_or_messages_is_one_line_before_anything_is_sent(
+    n: object, messages: object, words: str
+) -> None:
+    said = _refused_unpaid(lambda calls: calls.sample("solve", n, messages))  # type: ignore[arg-type]
+    assert words in said and "\n" not in said
+
+
+def test_a_malformed_call_is_refused_outside_a_method_too() -> None:
+    sent: list[tuple[str, SamplingParams]] = []
+    engine = engine_seeing(sent)
+    with pytest.raises(PlanError, match="n=0"):
+        asyncio.run(engine.sample(PROMPT, 0, WARM, problem_id="p1"))
+    assert sent == []

@@ -39,3 +39,30 @@ def test_a_sweep_reads_off_what_real_adaptive_runs_draw(tmp_path: Path, scripted
         lines = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
         real = sum(line["adaptive"]["drawn"] for line in lines) / len(lines)
         assert float(rows[f"adaptive posterior {threshold}"]["samples"]) == pytest.approx(real)
+
+
+@pytest.mark.parametrize(
+    ("flags", "words"),
+    [
+        (["--thresholds", "0.3"], "a confidence between 0.5 and 1, not 0.3"),
+        (["--thresholds", "nan"], "not nan"),
+        (["--thresholds", ""], "expects comma-separated numbers"),
+        (["--thresholds", "0.8,,0.9"], "expects comma-separated numbers"),
+        (["--thresholds", "0.8,0.8"], "0.8 is given twice"),
+        (["--adaptive-rule", "window", "--thresholds", "99"], "wider than the cap of 4"),
+        (["--adaptive-min", "9"], "--adaptive-min: 9 samples before any stop is past the cap of 4"),
+    ],
+)
+def test_a_threshold_the_sweep_cannot_read_is_one_line_before_anything_is_paid(
+    tmp_path: Path, flags: list[str], words: str
+) -> None:
+    out, log = tmp_path / "sweep", tmp_path / "sweep.log"
+    with log.open("w") as stderr:
+        done = subprocess.run(
+            [TESTTIME, "ablate", "adaptive", "--limit", "2", "--n", "4", "--model", "fake:echo", "--out", str(out),
+             *flags], stdout=subprocess.PIPE, stderr=stderr, text=True, timeout=120,
+        )  # fmt: skip
+    said = log.read_text()
+    errors = [line for line in said.splitlines() if line.startswith("error")]
+    assert done.returncode == 2 and "Traceback" not in said and len(errors) == 1 and words in errors[0], said
+    assert not (out / "fixed").exists()

@@ -141,3 +141,31 @@ def test_a_full_disk_is_one_line_and_a_resume_recovers(testtime_cli: Cli, tmp_pa
         assert json.loads((out / "summary.json").read_text())["problems"] == 32
     finally:
         subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def test_a_stream_past_a_file_size_limit_is_one_line_and_a_resume_finishes(tmp_path: Path) -> None:
+    """RLIMIT_FSIZE (a quota, a file-size limit) under a stream, as users run it (stderr to a file): one line that
+    says how to continue, every arrival recorded before kept whole, and the resume answers the rest."""
+    import resource
+    import subprocess
+    import sys
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (60 << 10, 60 << 10))
+
+    testtime = str(Path(sys.executable).with_name("testtime"))
+    out, log = tmp_path / "stream", tmp_path / "stderr.log"
+    with log.open("w") as stderr:
+        done = subprocess.run(
+            [testtime, "run", "--bench", "arith", "--stream", "--n", "4", "--model", "fake:echo", "--out", str(out)],
+            stdout=subprocess.PIPE, stderr=stderr, preexec_fn=limited, timeout=120,
+        )  # fmt: skip
+    said = log.read_text()
+    assert done.returncode == 2 and "Traceback" not in said, said
+    errors = [line for line in said.splitlines() if line.startswith("error")]
+    assert len(errors) == 1 and f"cannot write to {out}" in errors[0] and f"--resume {out}" in errors[0], said
+    kept = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines() if line.strip()]
+    again = subprocess.run([testtime, "run", "--resume", str(out), "--quiet"], capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr
+    finished = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert finished[: len(kept)] == kept and len(finished) == 32

@@ -448,7 +448,8 @@ def test_a_code_request_without_a_sandbox_is_a_503_and_math_goes_on(tmp_path: Pa
 
 def test_serve_adaptive_stops_a_settled_vote_and_a_request_can_ask_for_the_full_n(tmp_path: Path) -> None:
     """`serve --adaptive`: a request whose votes agree pays 4 of its 16 samples and says why it stopped; a request
-    with `testtime.adaptive: false` pays all 16; a bad rule in the body is a 400 naming the field."""
+    with `testtime.adaptive: false` pays all 16; a bad rule in the body, or one that cannot stop a vote of 16 (a
+    first wave of 17, a window of 20), is a 400 naming the field."""
     question = [{"role": "user", "content": "What is 40 + 2? Say 42."}]
     with MockChatServer() as upstream, serving(upstream.url, tmp_path, "--adaptive", "--n", "16") as server:
         sdk = client(server["url"])
@@ -467,6 +468,14 @@ def test_serve_adaptive_stops_a_settled_vote_and_a_request_can_ask_for_the_full_
                 messages=question,  # type: ignore[arg-type]
                 extra_body={"testtime": {"adaptive": {"rule": "posterior", "threshold": 2}}},
             )
+        for rule, field in (({"min_samples": 17}, "min_samples"), ({"rule": "window", "threshold": 20}, "threshold")):
+            with pytest.raises(openai.BadRequestError, match=re.escape(f"'testtime.adaptive.{field}'")):
+                sdk.chat.completions.create(
+                    model=SPEC,
+                    messages=question,  # type: ignore[arg-type]
+                    extra_body={"testtime": {"adaptive": rule}},
+                )
+        assert upstream.requests == paid_settled + paid_full  # refused before a call was paid
     assert server["returncode"] == 0, server["stderr"]
     stop = settled.model_extra["testtime"]["adaptive"]  # type: ignore[index]
     assert (stop["drawn"], stop["cap"], stop["reason"], stop["rule"]) == (4, 16, "settled", "posterior")

@@ -5,16 +5,13 @@ A user's mistake is one line on stderr and exit status 2, never a traceback."""
 
 from __future__ import annotations
 
-import errno
 import sqlite3
 import sys
 from typing import Annotated, Any
 
 import typer
 
-from testtime.core.errors import PlanError, UserError
-
-STORAGE_ERRNOS = (errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EIO, errno.EFBIG)
+from testtime.core.errors import PlanError, UserError, storage_failure
 
 app = typer.Typer(
     help="Make a language model better at a set of problems at test time, without labels.",
@@ -116,11 +113,33 @@ def main(argv: list[str] | None = None) -> Any:
         sys.exit(1)
     except (OSError, sqlite3.OperationalError) as exc:
         if not storage_failure(exc):
+            _plugin_failure(exc)
             raise
         typer.secho(
             f"error: cannot write: {exc}; free some space (or fix the folder) and run again", fg="red", err=True
         )
         sys.exit(2)
+    except Exception as exc:
+        _plugin_failure(exc)
+        raise
+
+
+def _plugin_failure(exc: Exception) -> None:
+    """A plugin's own code failed (its selector, its method): one line naming its file and line, exit 1; the
+    traceback with TESTTIME_TRACEBACK=1. Anything else is ours, and keeps its traceback."""
+    import os
+
+    from testtime.core.plugins import plugin_line
+
+    where = plugin_line(exc)
+    if where is None or os.environ.get("TESTTIME_TRACEBACK"):
+        return
+    typer.secho(
+        f"error: a plugin failed at {where}: {type(exc).__name__}: {exc} (TESTTIME_TRACEBACK=1 shows the traceback)",
+        fg="red",
+        err=True,
+    )
+    sys.exit(1)
 
 
 def _take_plugins(args: list[str]) -> list[str]:
@@ -148,9 +167,3 @@ def _take_plugins(args: list[str]) -> list[str]:
         use_plugin_files(files)
     return rest
 
-
-def storage_failure(exc: BaseException) -> bool:
-    """The disk, not the program: full, read-only, over quota, or failing. One line, never a traceback."""
-    if isinstance(exc, sqlite3.OperationalError):
-        return any(words in str(exc) for words in ("full", "readonly", "disk I/O", "unable to open"))
-    return isinstance(exc, OSError) and exc.errno in STORAGE_ERRNOS

@@ -106,20 +106,11 @@ def adaptive_command(
     from rich.table import Table
 
     from testtime.cli.display import RunProgress, console, results_console
-    from testtime.experiments.adaptive_sweep import sweep
+    from testtime.experiments.adaptive_sweep import sweep, sweep_rules
 
     base = flags.settings("majority", {})
-    if base.adaptive_rule == "exact":
-        points_at: list[float | None] = [None]  # the exact rule has no threshold: one point
-    else:
-        try:
-            points_at = [float(part) for part in thresholds.split(",") if part.strip()]
-        except ValueError:
-            raise UserError(f"--thresholds expects comma-separated numbers, got '{thresholds}'") from None
-    try:
-        points, images = sweep(base, base.adaptive_rule, points_at, out, observe=lambda: RunProgress(flags.progress))
-    except ValueError as exc:  # a threshold the rule cannot take
-        raise UserError(f"--thresholds: {str(exc).splitlines()[-1].strip()}") from None
+    rules = sweep_rules(base, thresholds)
+    points, images = sweep(base, rules, out, observe=lambda: RunProgress(flags.progress))
     table = Table("series", "samples/problem", "tokens/problem", "accuracy", "95% CI", title=f"adaptive sweep: {out}")
     for p in points:
         table.add_row(

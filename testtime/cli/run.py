@@ -86,7 +86,6 @@ def run_command(
     import sqlite3
 
     from testtime.api import execute_run
-    from testtime.cli import storage_failure
     from testtime.cli.display import (
         EXIT_ALL_FAILED,
         EXIT_STOPPED,
@@ -95,7 +94,7 @@ def run_command(
         console,
         show_model_notices,
     )
-    from testtime.core.errors import Interrupted
+    from testtime.core.errors import Interrupted, storage_failure
 
     if resume and replay:
         raise UserError("use either --resume or --replay, not both")

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 
+from testtime.core.adaptive import FLAGS, Adaptive
 from testtime.core.errors import UserError, first_error
 from testtime.core.options import parse_options
 from testtime.models import DEFAULT_MODEL
@@ -137,28 +138,17 @@ SHARED: dict[str, tuple[Any, Any]] = {
         ],
         False,
     ),
-    "adaptive_rule": (
-        Annotated[
-            str,
-            Opt(
-                help="posterior (default: Adaptive-Consistency's Beta criterion, the most samples saved at a stated "
-                "confidence) | exact (never changes the full vote's answer) | window (ESC: the last W agree)"
-            ),
-        ],
-        "posterior",
-    ),
-    "adaptive_threshold": (
-        Annotated[float | None, Opt(help="posterior: confidence (default 0.8); window: W samples (default 4)")],
-        None,
-    ),
-    "adaptive_min": (Annotated[int, Opt(help="samples a vote draws before any stop")], 4),
+    **{  # the rule's fields, from its one model: None is "not given" (the rule's default, and no --adaptive needed)
+        flag: (Annotated[info.annotation | None, Opt(help=info.description)], None)  # type: ignore[name-defined]
+        for flag, info in ((FLAGS[name], info) for name, info in Adaptive.model_fields.items())
+    },
     "quiet": (Annotated[bool, Opt(help="no progress display")], False),
 }
 
 
 # The early stop of a vote: a command whose runs draw no stoppable vote (a grid of TRT, verl's trainer, TTRL's
 # reward comparisons) leaves these flags out.
-ADAPTIVE = ("adaptive", "adaptive_rule", "adaptive_threshold", "adaptive_min")
+ADAPTIVE = ("adaptive", *FLAGS.values())
 
 
 @dataclass(frozen=True)
@@ -178,7 +168,15 @@ class SharedFlags:
 
     def settings(self, method: str, method_options: dict[str, Any], **overrides: Any) -> RunSettings:
         """The run's settings: these flags, the method and its options, and what the command fixes itself."""
-        given = {k: v for k, v in self.values.items() if k in RunSettings.model_fields}
+        rule_flags = set(FLAGS.values())
+        rule = [f for f in FLAGS.values() if self.values.get(f) is not None]
+        if rule and "adaptive" in self.values and not self.values["adaptive"]:
+            raise UserError(f"--{rule[0].replace('_', '-')} sets how --adaptive stops a vote: add --adaptive")
+        given = {
+            k: v
+            for k, v in self.values.items()
+            if k in RunSettings.model_fields and not (k in rule_flags and v is None)  # not given: the rule's default
+        }
         given["bench_options"] = self.bench_options(overrides.pop("bench_options", None))
         absolute_paths(given)
         given["api_base"] = api_bases(self.values.get("api_base"))

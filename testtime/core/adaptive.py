@@ -31,15 +31,30 @@ RULES: tuple[AdaptiveRuleName, ...] = ("exact", "posterior", "window")
 # posterior: chosen on arith seed 1 (docs/methods/majority.md); window: ESC's windows are a handful of samples
 DEFAULT_THRESHOLDS: dict[str, float | None] = {"exact": None, "posterior": 0.8, "window": 4}
 DEFAULT_RULE: AdaptiveRuleName = "posterior"
+# Each field's flag on the run's command line (`--adaptive-min` is the shorter name of min_samples)
+FLAGS = {
+    "rule": "adaptive_rule",
+    "threshold": "adaptive_threshold",
+    "min_samples": "adaptive_min",
+    "wave": "adaptive_wave",
+}
 
 
 class Adaptive(Record):
-    """How a vote stops early: the rule, its threshold, the samples before any stop and the wave after."""
+    """How a vote stops early: the rule, its threshold, the samples before any stop and the wave after. The one
+    shape of it: the run's flags (`--adaptive-rule`, `--adaptive-threshold`, `--adaptive-min`, `--adaptive-wave`:
+    `FLAGS`) and a served request's `testtime.adaptive` fields are generated from these fields."""
 
-    rule: AdaptiveRuleName = DEFAULT_RULE
-    threshold: float | None = None  # None: the rule's default (DEFAULT_THRESHOLDS)
-    min_samples: int = Field(default=4, ge=1)
-    wave: int = Field(default=2, ge=1)
+    rule: AdaptiveRuleName = Field(
+        default=DEFAULT_RULE,
+        description="posterior (default: Adaptive-Consistency's Beta criterion, checked after each wave) | exact "
+        "(never changes the full vote's answer) | window (the last W samples agree)",
+    )
+    threshold: float | None = Field(
+        default=None, description="posterior: the confidence (default 0.8); window: W samples (default 4)"
+    )
+    min_samples: int = Field(default=4, ge=1, description="samples a vote draws before any stop (default 4)")
+    wave: int = Field(default=2, ge=1, description="samples drawn at a time after the first (default 2)")
 
     @model_validator(mode="after")
     def _threshold(self) -> Adaptive:
@@ -53,6 +68,21 @@ class Adaptive(Record):
         if self.rule == "window" and (t < 2 or t != int(t)):
             raise ValueError(f"the window rule's threshold is a number of samples (2 or more), not {t:g}")
         return self
+
+    def misfit(self, cap: int) -> tuple[str, str] | None:
+        """Which field cannot mean anything for votes of `cap` samples, and why (None: the rule can stop one): a
+        first wave past the cap never stops early, nor does a window wider than the cap."""
+        if self.min_samples > cap:
+            return (
+                "min_samples",
+                f"{self.min_samples:,} samples before any stop is past the cap of {cap}: nothing is saved",
+            )
+        if self.rule == "window" and int(self.limit or 0) > cap:
+            return (
+                "threshold",
+                f"a window of {int(self.limit or 0)} samples is wider than the cap of {cap}: it never settles",
+            )
+        return None
 
     @property
     def limit(self) -> float | None:

@@ -64,7 +64,7 @@ class Calls:
         lines (the round or step the call belongs to). A second call with the same messages continues where
         the first stopped (new samples); `first=0` asks for the first call's samples again."""
         params = self.params(kind, step, slot)
-        asked = list(self.prompt if messages is None else messages)
+        asked = list(self.prompt) if messages is None else messages  # the engine refuses what is not messages
         return await self.engine.draw(
             asked, n, params, problem_id=self.problem_id, purpose=kind, step=step, first=first
         )

@@ -5,6 +5,8 @@ The CLI prints a `UserError` as one line and exits non-zero; anything else is a 
 
 from __future__ import annotations
 
+import errno
+import sqlite3
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -95,3 +97,14 @@ def first_error(exc: ValidationError) -> tuple[str, str]:
     """The first problem pydantic found, as (dotted field path, message): one line for the user."""
     first = exc.errors()[0]
     return ".".join(str(p) for p in first["loc"]), first["msg"].removeprefix("Value error, ")
+
+
+STORAGE_ERRNOS = (errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EIO, errno.EFBIG)
+
+
+def storage_failure(exc: BaseException) -> bool:
+    """The disk, not the program: full, read-only, over quota, past a file-size limit, or failing. One line, never
+    a traceback (a run stops resumable; a server answers 507 and goes on)."""
+    if isinstance(exc, sqlite3.OperationalError):
+        return any(words in str(exc) for words in ("full", "readonly", "disk I/O", "unable to open"))
+    return isinstance(exc, OSError) and exc.errno in STORAGE_ERRNOS

@@ -42,6 +42,7 @@ class _State:
     loading: bool = False
     names: list[str] = field(default_factory=list)  # what loaded, for `list`
     failures: list[str] = field(default_factory=list)  # one line each
+    sources: list[str] = field(default_factory=list)  # the plugins' files and package folders, to name a failure
 
 
 _state = _State()
@@ -71,6 +72,7 @@ def load_plugins() -> None:
     try:
         for point in entry_points(group=GROUP):
             origin = f"{point.name} ({point.value}, from {point.dist.name if point.dist else 'an unknown package'})"
+            _state.sources += _package_folder(point.module)
             _guarded(origin, lambda point=point: _call_if_callable(point.load()))
         for path_text in [p for p in os.environ.get(ENV, "").split(os.pathsep) if p]:
             _load_file(Path(path_text))
@@ -96,7 +98,37 @@ def warn(line: str) -> None:
     print(f"warning: {line}", file=sys.stderr)
 
 
+def plugin_line(exc: BaseException) -> str | None:
+    """Where in a plugin's own code `exc` was raised (`FILE:LINE`, the deepest such frame; a syntax error's own
+    place), None when no plugin's code is on its way: a plugin's bug is named where its author looks."""
+    import traceback
+
+    places = [(frame.filename, frame.lineno) for frame in traceback.extract_tb(exc.__traceback__)]
+    if isinstance(exc, SyntaxError) and exc.filename:
+        places.append((exc.filename, exc.lineno))
+    mine = [(name, line) for name, line in places if _is_plugin_source(name)]
+    return f"{mine[-1][0]}:{mine[-1][1]}" if mine else None
+
+
+def _is_plugin_source(filename: str) -> bool:
+    return any(filename == source or filename.startswith(source + os.sep) for source in _state.sources)
+
+
+def _package_folder(module: str) -> list[str]:
+    """The folder of an entry point's top-level package (or its module file), found without importing it."""
+    try:
+        spec = importlib.util.find_spec(module.split(".")[0])
+    except (ImportError, ValueError):
+        return []
+    if spec is None or spec.origin is None:
+        return []
+    origin = Path(spec.origin)
+    return [str(origin.parent if origin.name == "__init__.py" else origin)]
+
+
 def _load_file(path: Path) -> None:
+    _state.sources.append(str(path))
+
     def load() -> None:
         name = f"testtime_plugin_{path.stem}_{abs(hash(str(path))):x}"
         spec = importlib.util.spec_from_file_location(name, path)
@@ -168,6 +200,7 @@ def _guarded(origin: str, load: Callable[[], None]) -> None:
         _bounded(origin, load)
     # someone else's code: any failure is one line, its SystemExit and KeyboardInterrupt too (not ours to obey)
     except (Exception, SystemExit, KeyboardInterrupt) as exc:  # noqa: BLE001
-        warn(f"plugin {origin} failed to load: {type(exc).__name__}: {exc}")
+        where = plugin_line(exc)
+        warn(f"plugin {origin} failed to load{f' at {where}' if where else ''}: {type(exc).__name__}: {exc}")
         return
     _state.names.append(origin)

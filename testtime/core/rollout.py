@@ -14,7 +14,7 @@ from typing import Any
 
 from testtime.core.cache import CompletionCache, cache_key
 from testtime.core.call_policy import RetryPolicy, TokenPrice
-from testtime.core.declared import refusal, told_of_direct_call
+from testtime.core.declared import malformed, refusal, told_of_direct_call
 from testtime.core.errors import (
     BudgetExhausted,
     MalformedAnswer,
@@ -103,6 +103,7 @@ class RolloutEngine:
         # per problem, the next sample index of each call (model, messages, params, purpose): a second `sample`
         # of the same call draws new samples, not the first ones back from the cache
         self._drawn: dict[str, dict[str, int]] = {}
+        self._asked: dict[str, int] = {}  # per problem, the samples its calls asked for: the plan bounds them
 
     @classmethod
     def in_memory(cls, model: LanguageModel, model_name: str) -> RolloutEngine:
@@ -172,9 +173,10 @@ class RolloutEngine:
         messages and params continues where the first stopped (indices n..2n-1), so its samples are new ones;
         `first=0` asks for the first call's samples again. A resumed run makes its calls in the same order, so
         it meets the same indices and its cache answers exactly what was paid for."""
-        refused = refusal(params, problem_id, purpose)
+        refused = malformed(n, messages) or refusal(params, problem_id, purpose, n, self._asked.get(problem_id, 0))
         if refused is not None:
             raise PlanError(refused)
+        self._asked[problem_id] = self._asked.get(problem_id, 0) + n
         start = self._next_index(messages, params, problem_id, purpose, n) if first is None else first
         together = self.n_per_request and n > 1 and self.model is not None and self.model.takes_n
         drawn: list[Completion] = []
@@ -211,6 +213,7 @@ class RolloutEngine:
     def forget(self, problem_id: str) -> None:
         """The problem is answered: its draw counters go (a served run's engine meets millions of requests)."""
         self._drawn.pop(problem_id, None)
+        self._asked.pop(problem_id, None)
 
     def _unit(
         self,

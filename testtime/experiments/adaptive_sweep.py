@@ -17,12 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from testtime.core.adaptive import Adaptive
-from testtime.core.errors import UserError
+from pydantic import ValidationError
+
+from testtime.core.adaptive import FLAGS, Adaptive
+from testtime.core.errors import UserError, first_error
 from testtime.core.ledger import read_entries
 from testtime.core.records import Problem
 from testtime.core.results import ResultRecord
 from testtime.experiments.curves import Point, plot, point, run_points
+from testtime.methods.majority import DEFAULT_N
 from testtime.run.directory import RunDir
 from testtime.run.execute import execute
 from testtime.run.lifecycle import create_or_resume
@@ -81,16 +84,46 @@ class FixedVotes:
         return point(series, sum(drawn) / len(drawn), self.tokens_per_problem(drawn), self.correct(drawn, selector))
 
 
+def sweep_rules(base: RunSettings, thresholds: str) -> list[Adaptive]:
+    """The rule of `base` (--adaptive-rule, --adaptive-min, --adaptive-wave) at each of `thresholds` (comma-separated;
+    the exact rule has none, so one point), each able to stop a vote of the cap (--n): refused in one line before
+    anything is paid otherwise (a threshold the rule cannot take, one given twice, a window wider than the cap)."""
+    rule = base.rule()
+    if rule.rule == "exact":
+        given: list[float | None] = [None]
+    else:
+        parts = [part.strip() for part in thresholds.split(",")]
+        if not any(parts) or not all(parts):
+            raise UserError(f"--thresholds expects comma-separated numbers, got '{thresholds}'")
+        try:
+            given = [float(part) for part in parts]
+        except ValueError:
+            raise UserError(f"--thresholds expects comma-separated numbers, got '{thresholds}'") from None
+        twice = sorted({t for t in given if given.count(t) > 1})
+        if twice:
+            raise UserError(f"--thresholds: {twice[0]:g} is given twice")
+    rules = []
+    for threshold in given:
+        try:
+            each = rule.model_copy(update={"threshold": threshold})
+            rules.append(Adaptive.model_validate(each.model_dump()))
+        except ValidationError as exc:
+            raise UserError(f"--thresholds: {first_error(exc)[1]}") from None
+        misfit = each.misfit(base.n or DEFAULT_N)
+        if misfit is not None:
+            flag = "thresholds" if misfit[0] == "threshold" else FLAGS[misfit[0]].replace("_", "-")
+            raise UserError(f"--{flag}: {misfit[1]} (--n)")
+    return rules
+
+
 def sweep(
     base: RunSettings,
-    rule: str,
-    thresholds: list[float | None],
+    rules: list[Adaptive],
     out: Path,
     observe: Callable[[], RunObserver] = QuietObserver,
 ) -> tuple[list[Point], list[Path]]:
-    """One fixed majority run at the cap (`base.n`) in `out/fixed` (reused when finished, resumed when not), the
-    rule read off it at each threshold beside majority's own curve; `sweep.json`, `sweep.csv` and two plots."""
-    rules = [Adaptive(rule=rule, threshold=t) for t in thresholds]  # type: ignore[arg-type]
+    """One fixed majority run at the cap (`base.n`) in `out/fixed` (reused when finished, resumed when not), each
+    rule (`sweep_rules`) read off it beside majority's own curve; `sweep.json`, `sweep.csv` and two plots."""
     path = out / "fixed"
     out.mkdir(parents=True, exist_ok=True)
     fixed = base.model_copy(update={"method": "majority", "adaptive": False})
@@ -112,4 +145,4 @@ def sweep(
         for p in points
     )
     (out / "sweep.csv").write_text(header + lines)
-    return points, plot(points, out, f"{base.bench} · {base.model} · adaptive {rule}")
+    return points, plot(points, out, f"{base.bench} · {base.model} · adaptive {rules[0].rule}")

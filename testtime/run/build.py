@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from testtime.benchmarks import Benchmark, SealedReferences, benchmark_for
+from testtime.core.adaptive import FLAGS
 from testtime.core.errors import UserError
 from testtime.core.model import LanguageModel
 from testtime.core.oracle import LabelOracle
@@ -164,6 +165,10 @@ def check_run_flags(settings: RunSettings, plan: Plan) -> None:
             f"the {plan.selector.name} selector as asked weighs each sample by its token confidence: add --logprobs "
             "(hf: and vllm: give it; openai: and litellm: servers that return logprobs)"
         )
+    rule, cap = plan.adaptive, plan.samples
+    if rule is not None and cap is not None and (misfit := rule.misfit(cap)) is not None:
+        field, why = misfit
+        raise UserError(f"--{FLAGS[field].replace('_', '-')}: {why} (--n)")
     if settings.adaptive and plan.adaptive is None:
         raise UserError(
             f"--adaptive stops a vote once it is settled; --method {settings.method} draws no vote to stop "

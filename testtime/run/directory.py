@@ -146,8 +146,11 @@ class RunDir:
                 if number != len(lines) - (lines[-1] == ""):  # the last record may be torn
                     raise UserError(f"{self.results_path}:{number} is not valid JSON") from None
             except ValidationError as exc:
+                error = exc.errors()[0]
+                where = ".".join(str(part) for part in error["loc"])
                 raise UserError(
-                    f"{self.results_path}:{number} is not a result record ({exc.errors()[0]['msg']})"
+                    f"{self.results_path}:{number} is not a result record ({where + ': ' if where else ''}"
+                    f"{error['msg']})"
                 ) from None
         return results
 

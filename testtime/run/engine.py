@@ -15,7 +15,7 @@ from typing import Any
 from testtime.core.cache import CompletionCache
 from testtime.core.call_policy import RetryPolicy, TokenPrice
 from testtime.core.checkpoint import RoundCheckpoints
-from testtime.core.declared import declared_calls
+from testtime.core.declared import MAX_PLANNED_CALLS, declared_calls
 from testtime.core.ledger import Ledger
 from testtime.core.oracle import LabelOracle
 from testtime.core.records import Message, Problem
@@ -75,9 +75,11 @@ def method_context(
 
 
 @contextmanager
-def method_calls(ctx: MethodContext) -> Iterator[None]:
-    """While the method answers: every engine refuses a call its plan did not declare, a call tied to no problem
-    and sampling the plan does not record; a call made on the engine itself (the contract before the handle) is
-    one warning (`methods/legacy.py`)."""
-    with declared_calls(ctx.plan.sampling, direct_call_warning(str(ctx.plan.method.get("name", "")))):
+def method_calls(ctx: MethodContext, ceiling: int = MAX_PLANNED_CALLS) -> Iterator[None]:
+    """While the method answers: every engine refuses a call its plan did not declare, a call tied to no problem,
+    sampling the plan does not record and more samples of a problem than the plan's calls (or `ceiling`, the
+    run's --max-planned-calls, where the plan cannot say); a call made on the engine itself (the contract before
+    the handle) is one warning (`methods/legacy.py`)."""
+    warning = direct_call_warning(str(ctx.plan.method.get("name", "")))
+    with declared_calls(ctx.plan.sampling, warning, calls=ctx.plan.calls, ceiling=ceiling):
         yield

@@ -119,7 +119,9 @@ def execute(run: OpenRun, observer: RunObserver | None = None, retry_errors: boo
     started = time.perf_counter()
     stopped, interrupted, budget = None, None, None
     try:
-        asyncio.run(_drive(session, source, method.learner(ctx), ctx, observer, checkpoints))
+        asyncio.run(
+            _drive(session, source, method.learner(ctx), ctx, observer, checkpoints, settings.max_planned_calls)
+        )
     except RunStopped as exc:
         stopped = str(exc)  # finished problems are saved; a resume (with a larger budget) continues
         interrupted = exc if isinstance(exc, Interrupted) else None
@@ -185,6 +187,7 @@ async def _drive(
     ctx: MethodContext,
     observer: RunObserver,
     checkpoints: RoundCheckpoints,
+    ceiling: int,
 ) -> None:
     async def refresh() -> None:
         while True:
@@ -194,7 +197,7 @@ async def _drive(
     refresher = asyncio.create_task(refresh())
     undo = _stop_on_signals(ctx.engine)
     try:
-        with method_calls(ctx):
+        with method_calls(ctx, ceiling):
             await session.drive(source, learner, ctx.problem_concurrency, observer.note)
     except asyncio.CancelledError:
         stop = ctx.engine.stop

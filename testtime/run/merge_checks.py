@@ -12,7 +12,9 @@ figure the merged run reports is checked against a record the figure was made fr
 - selections (`check_selections`): the shard replayed from its own cache into a scratch folder, with its
   recorded method, selector, options and seed: each problem's selection and prediction must be what the replay
   makes of the cached candidates (ties broken by the recorded rule), and every sample the shard answered must
-  come back from the cache under its recorded settings.
+  come back from the cache under its recorded settings; an adaptive vote's record (`--adaptive`: the samples drawn,
+  the rule, its threshold, the cap, why it stopped) and its number of candidates must be what the replay's rule
+  makes of the cached answers in order.
 
 A check that fails refuses the merge with one line naming the shard, the problem and what differs.
 """
@@ -173,11 +175,35 @@ def check_selections(path: Path) -> None:
                 f"{where}: sample {lost[0]} does not come back from the cache under the recorded settings (its "
                 "cache keys are another run's, or config.json was edited)"
             )
+        _check_adaptive(where, record, redone)
         if _choice(record) != _choice(redone):
             raise UserError(
                 f"{where}: the recorded selection ({_shown(record)}) is not what its selector makes of the cached "
                 f"candidates ({_shown(redone)}): results.jsonl was edited"
             )
+
+
+def _check_adaptive(where: str, record: ResultRecord, redone: ResultRecord) -> None:
+    """An adaptive vote's record (`--adaptive`) and its candidates, as the rule replayed over the cached answers in
+    order, under the run's own settings, makes them: a forged count, rule, threshold, cap or reason, a record
+    removed or added, or candidates cut under an unchanged count would change the merged summary's figures."""
+    if len(record.candidates) != len(redone.candidates):
+        raise UserError(
+            f"{where}: {len(record.candidates)} candidates recorded, but its vote draws {len(redone.candidates)} "
+            "from the cache under the recorded settings: results.jsonl was edited"
+        )
+    mine, theirs = record.adaptive, redone.adaptive
+    if mine == theirs:
+        return
+    if mine is None or theirs is None:
+        has = "has no adaptive record" if mine is None else "carries an adaptive record"
+        draws = "adaptively" if theirs is not None else "every sample (no --adaptive)"
+        raise UserError(f"{where} {has}, but the recorded settings draw {draws}: results.jsonl was edited")
+    field = next(name for name in type(mine).model_fields if getattr(mine, name) != getattr(theirs, name))
+    raise UserError(
+        f"{where}: its adaptive record's {field} ({getattr(mine, field)!r}) is not what the rule replayed over its "
+        f"cached answers makes ({getattr(theirs, field)!r}): results.jsonl was edited"
+    )
 
 
 def _choice(record: ResultRecord) -> tuple[object, ...]:

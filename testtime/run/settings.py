@@ -15,13 +15,14 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from testtime.core.adaptive import DEFAULT_RULE, Adaptive, AdaptiveRuleName
+from testtime.core.adaptive import FLAGS, Adaptive, AdaptiveRuleName
 from testtime.core.errors import UserError, first_error
 from testtime.core.seeds import SeedScheme
 from testtime.methods.plan import RunBase
 
+_ADAPTIVE = Adaptive()  # the rule's defaults, which the flattened settings take
 _VERSIONED = ("testtime", "pydantic", "torch", "transformers", "litellm", "vllm", "trl", "verl", "math-verify", "sympy")
 
 
@@ -71,11 +72,13 @@ class RunSettings(BaseModel):
     # per-problem: each call's seed from (seed, problem, sample, kind); shared: from (seed, sample) alone, as
     # runs written before it (read so, their cache keys replay) and served requests (a client's seed redraws)
     seeds: SeedScheme = "per-problem"
-    # --adaptive: a vote drawn in waves, stopped once settled (`core/adaptive.py`); --n stays the cap
+    # --adaptive: a vote drawn in waves, stopped once settled; --n stays the cap. The rule's fields flattened
+    # (`core/adaptive.FLAGS`), checked by the one model of them, `Adaptive`, which also holds their defaults.
     adaptive: bool = False
-    adaptive_rule: AdaptiveRuleName = DEFAULT_RULE
-    adaptive_threshold: float | None = None  # None: the rule's default (posterior 0.95, window 4)
-    adaptive_min: int = Field(default=4, ge=1)  # samples before any stop
+    adaptive_rule: AdaptiveRuleName = _ADAPTIVE.rule
+    adaptive_threshold: float | None = _ADAPTIVE.threshold  # None: the rule's default (DEFAULT_THRESHOLDS)
+    adaptive_min: int = _ADAPTIVE.min_samples
+    adaptive_wave: int = _ADAPTIVE.wave
 
     _urls = field_validator("api_base")(_http_urls)
     _price = field_validator("price", mode="before")(lambda given: _price_pair(given))
@@ -90,20 +93,23 @@ class RunSettings(BaseModel):
         index, count = parse_shard(shard)
         return f"{index}/{count}"
 
-    @field_validator("adaptive_threshold")
-    @classmethod
-    def _threshold_fits_the_rule(cls, threshold: float | None, info: ValidationInfo) -> float | None:
+    @model_validator(mode="after")
+    def _adaptive_rule_holds(self) -> RunSettings:
+        """The rule's fields as `Adaptive` checks them (a threshold that fits the rule, counts of 1 or more)."""
         try:
-            Adaptive(rule=info.data.get("adaptive_rule", DEFAULT_RULE), threshold=threshold)
+            self.rule()
         except ValidationError as exc:
-            raise ValueError(first_error(exc)[1]) from None
-        return threshold
+            where, message = first_error(exc)
+            raise ValueError(f"{FLAGS.get(where, where)}: {message}") from None
+        return self
+
+    def rule(self) -> Adaptive:
+        """The early stop these settings describe, whether or not --adaptive asks for it."""
+        return Adaptive(**{name: getattr(self, flag) for name, flag in FLAGS.items()})
 
     def stopping(self) -> Adaptive | None:
         """The early stop --adaptive asks for (None: every vote draws its full --n)."""
-        if not self.adaptive:
-            return None
-        return Adaptive(rule=self.adaptive_rule, threshold=self.adaptive_threshold, min_samples=self.adaptive_min)
+        return self.rule() if self.adaptive else None
 
     def base(self) -> RunBase:
         """What these settings bring to a method's plan: the model, --n, the sampling flags as given, the seed, and

@@ -1,7 +1,9 @@
 """`bwrap`: bubblewrap workers, each a resident harness as PID 1 of fresh namespaces, over stdin/stdout.
 
 Writable: only `/tmp` and `/dev/shm`, tmpfs capped at the size Docker's are, wiped after every job; `/dev`,
-`/proc/sys` and the root are read-only, and nested user namespaces are disabled (`--disable-userns`).
+`/proc/sys` and the root are read-only, and nested user namespaces are disabled (`--disable-userns`). A
+system-call filter (`syscall_filter.py`: Docker's default profile, with io_uring and ptrace refused too) is
+loaded by bwrap just before the harness starts, so every job runs under it.
 As root, bwrap is started as the unprivileged host user 65534 (`setpriv`): inside a user namespace made by
 root, the sandbox's uid maps to host root, which owns `/proc/sys` and `/proc/sysrq-trigger` and could write
 them (drop the host's caches, set its core_pattern). Started unprivileged, every host `/proc` file a program
@@ -28,12 +30,15 @@ from testtime.sandbox import SANDBOXES, SCRATCH_MB, Limits, SandboxError
 from testtime.sandbox.cgroups import create_groups, hierarchy, join_command
 from testtime.sandbox.owner import CGROUP_PREFIX, local_tag, reap, remove_cgroup
 from testtime.sandbox.pool import HARNESS_SOURCE, PooledSandbox, Worker
+from testtime.sandbox.syscall_filter import bpf_program
 
 SCRATCH_BYTES = str(SCRATCH_MB << 20)
 UNPRIVILEGED = "65534"  # nobody: the host user a root-started sandbox runs as
 
 
-def bwrap_command(python: str, harness_args: tuple[str, ...] = ()) -> list[str]:
+def bwrap_command(python: str, harness_args: tuple[str, ...] = (), seccomp_fd: int | None = None) -> list[str]:
+    """The worker's bwrap command line; `seccomp_fd`: a descriptor holding the system-call filter it loads
+    (`syscall_filter.py`) just before the harness starts."""
     command = [
         "bwrap",
         "--unshare-all",
@@ -94,6 +99,8 @@ def bwrap_command(python: str, harness_args: tuple[str, ...] = ()) -> list[str]:
         "--cap-drop",
         "ALL",
     ]
+    if seccomp_fd is not None:
+        command += ["--seccomp", str(seccomp_fd)]
     prefix = Path(python).resolve().parents[1]
     if not str(prefix).startswith("/usr"):
         command += ["--ro-bind", str(prefix), str(prefix)]  # an interpreter outside /usr (pyenv, conda)
@@ -119,6 +126,15 @@ def unprivileged(command: list[str]) -> list[str]:
     return ["setpriv", "--reuid", UNPRIVILEGED, "--regid", UNPRIVILEGED, "--clear-groups", *command]
 
 
+def _filter_descriptor() -> int:
+    """A descriptor at the start of the compiled system-call filter, for one worker's bwrap to read."""
+    program = bpf_program()
+    descriptor = os.memfd_create("testtime-seccomp", 0)
+    os.write(descriptor, program)
+    os.lseek(descriptor, 0, os.SEEK_SET)
+    return descriptor
+
+
 class _BwrapWorker(Worker):
     def __init__(self, python: str, memory_mb: int, pids: int, cpus: float | None) -> None:
         super().__init__()
@@ -126,16 +142,21 @@ class _BwrapWorker(Worker):
         self.came_up = False
         # Without a cgroup the harness itself bounds the jobs' CPU (harness_throttle.py).
         throttle = ("--cpus", str(cpus)) if cpus is not None and not self.groups else ()
-        # The groups are joined (as root) before privileges drop and bwrap starts: all it starts is inside them.
-        command = join_command(self.groups, unprivileged(bwrap_command(python, throttle)))
-        self.process = subprocess.Popen(
-            command,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            bufsize=0,
-            env={"PATH": "/usr/bin:/bin"},
-        )
+        rules = _filter_descriptor()
+        try:
+            # The groups are joined (as root) before privileges drop and bwrap starts: all it starts is inside them.
+            command = join_command(self.groups, unprivileged(bwrap_command(python, throttle, rules)))
+            self.process = subprocess.Popen(
+                command,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                bufsize=0,
+                env={"PATH": "/usr/bin:/bin"},
+                pass_fds=(rules,),
+            )
+        finally:
+            os.close(rules)  # bwrap has read it (or holds its own copy) by the time it runs anything
         assert self.process.stdin is not None and self.process.stdout is not None
         self.write_fd, self.read_fd = self.process.stdin.fileno(), self.process.stdout.fileno()
 

@@ -19,6 +19,7 @@ from typing import Any
 from testtime.sandbox import SANDBOXES, SCRATCH_MB, SandboxError
 from testtime.sandbox.owner import CONTAINER_LABEL, FOLDER_PREFIX, OWNER_LABEL, local_tag, owner_id, reap
 from testtime.sandbox.pool import HARNESS_SOURCE, PooledSandbox, Worker
+from testtime.sandbox.syscall_filter import docker_profile
 
 DEFAULT_IMAGE = "testtime-sandbox:py311"
 SOCKET_DIR = "/run/testtime"
@@ -63,7 +64,8 @@ class _ContainerWorker(Worker):
             nano_cpus=int(cpus * 1e9),
             pids_limit=pids,
             cap_drop=["ALL"],
-            security_opt=["no-new-privileges"],
+            # The engine's default filter allows io_uring (20.10): ours is that profile with it refused
+            security_opt=["no-new-privileges", f"seccomp={docker_profile()}"],
             user="65534:65534",
             environment={},
             volumes={self.folder: {"bind": SOCKET_DIR, "mode": "ro"}},

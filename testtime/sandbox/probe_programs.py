@@ -210,6 +210,27 @@ for ring in (-3, -4, -5):
                 found.append(name)
 print("ok" if not found else f"found keys {{found}}")"""
 
+# The filter the program runs under (2: a seccomp filter) and the kernel's second way in that it must refuse:
+# io_uring_setup has one number on every architecture; the program never submits anything.
+SYSCALL_FILTERED = """mode = [line.split()[1] for line in open("/proc/self/status") if line.startswith("Seccomp:")]
+print("ok" if mode == ["2"] else f"Seccomp: {mode}")"""
+
+IO_URING = """import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+params = ctypes.create_string_buffer(120)  # struct io_uring_params
+ring = libc.syscall(425, 4, params)
+print("ok" if ring < 0 else "an io_uring was set up")"""
+
+TRACE_ANOTHER = """import ctypes, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+child = os.fork()
+if child == 0:
+    time.sleep(5)
+    os._exit(0)
+attached = libc.ptrace(16, child, 0, 0)  # PTRACE_ATTACH
+os.kill(child, 9)
+print("ok" if attached != 0 else "attached to another process")"""
+
 # Opens (never writes) every host kernel setting a root-mapped uid could change.
 HOST_KERNEL_SETTINGS = """import os
 writable = []

@@ -32,6 +32,7 @@ from testtime.sandbox.probe_programs import (
     HARNESS_PRIORITY_INTACT,
     HOST_KERNEL_SETTINGS,
     HUNT_EXPECTED_OUTPUT,
+    IO_URING,
     IOPRIO,
     KEYCTL,
     KEYRING_KEY,
@@ -47,7 +48,9 @@ from testtime.sandbox.probe_programs import (
     NO_SYSV,
     NOTHING_ELSE_WRITABLE,
     STOP_ZYGOTE,
+    SYSCALL_FILTERED,
     SYSV,
+    TRACE_ANOTHER,
 )
 
 SECRET_VARIABLE = "TESTTIME_PROBE_SECRET"
@@ -151,6 +154,9 @@ PROBES = [
         "    except OSError: pass\nprint('ok' if not readable or readable == ['cmdline'] else readable)",
         _ok,
     ),
+    Probe("a system-call filter is loaded (Seccomp: 2)", SYSCALL_FILTERED, _ok),
+    Probe("io_uring refused", IO_URING, _ok),
+    Probe("ptrace refused, even on its own child", TRACE_ANOTHER, _ok),
     Probe(
         "nested user namespaces denied",
         "import ctypes\nprint('ok' if ctypes.CDLL(None).unshare(0x10000000) != 0 else 'created one')",

@@ -21,6 +21,7 @@ import json
 import os
 import signal
 import socket
+import sqlite3
 import sys
 import threading
 import uuid
@@ -29,7 +30,7 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-from testtime.core.errors import RunStopped
+from testtime.core.errors import RunStopped, storage_failure
 from testtime.serve.limits import ServeLimits, sweep_connections
 from testtime.serve.protocol import (
     BadRequest,
@@ -79,6 +80,7 @@ class ServeApp:
         self.in_flight: set[asyncio.Task[Answered]] = set()
         self.answering: set[asyncio.Task[Answered]] = set()  # in flight and past the slots (not waiting)
         self.draining = False
+        self.cannot_write: str | None = None  # the last failed write of a request's records, until one succeeds
         self.stop_timer: threading.Timer | None = None  # armed by a stop signal; `disarm` once all is written
         self.app = web.Application(client_max_size=self.limits.max_body_bytes, middlewares=[self._errors])
         self.app.router.add_post("/v1/chat/completions", self.chat)
@@ -100,9 +102,35 @@ class ServeApp:
         except ConnectionResetError:  # the client hung up mid-request: theirs, not an error of ours
             sys.stderr.write(f"client hung up on {request.method} {request.path}\n")
             return _error("the client closed the connection", 499, "client_closed_request")
+        except (OSError, sqlite3.OperationalError) as exc:
+            if not storage_failure(exc):
+                raise
+            return self._cannot_write(exc)
         except Exception as exc:  # noqa: BLE001 - a bug of ours is still a JSON error, and the server goes on
             sys.stderr.write(f"internal error on {request.method} {request.path}: {type(exc).__name__}: {exc}\n")
             return _error(f"internal error ({type(exc).__name__})", 500, "server_error")
+
+    def _cannot_write(self, exc: BaseException) -> web.Response:
+        """The run directory's disk failed (full, over quota, past a file-size limit): the request is a 507 and the
+        server goes on; what was recorded before stays. Said once on the console, and in /health, until a request
+        is recorded again."""
+        if self.cannot_write is None:
+            sys.stderr.write(
+                f"error: cannot write to {self.served.directory.path}: {exc}. Requests are refused (507) until "
+                "space is freed; every request recorded before is kept\n"
+            )
+        self.cannot_write = str(exc)
+        return _error(
+            f"the server cannot record this request ({exc}): nothing was answered; try again once it has space",
+            507,
+            "insufficient_storage",
+        )
+
+    def _wrote(self) -> None:
+        """A request was recorded: writing works again (said once, if it had failed)."""
+        if self.cannot_write is not None:
+            sys.stderr.write("writing again: requests are recorded and answered\n")
+            self.cannot_write = None
 
     def disarm(self) -> None:
         """The stop finished (summary written): the watchdog need not end the process."""
@@ -122,7 +150,10 @@ class ServeApp:
         return web.json_response(models_body(self.model, prefixes=self.served.learning is None))
 
     async def health(self, request: web.Request) -> web.Response:
-        body: dict[str, Any] = {"status": "draining" if self.draining else "ok", "in_flight": len(self.in_flight)}
+        status = "draining" if self.draining else "cannot_write" if self.cannot_write else "ok"
+        body: dict[str, Any] = {"status": status, "in_flight": len(self.in_flight)}
+        if self.cannot_write is not None:
+            body["cannot_write"] = self.cannot_write
         if self.served.learning is not None:
             body["learning"] = self.served.learning.health()
         return web.json_response(body)
@@ -216,6 +247,7 @@ class ServeApp:
         async with self._slots:
             self.answering.add(asyncio.current_task())  # type: ignore[arg-type]
             answered = await self.served.answer(parsed, planned, request_id)
+        self._wrote()
         if self.log is not None:
             self.log(answered.record)
         return answered
@@ -230,7 +262,15 @@ class ServeApp:
                 await asyncio.wait({task}, timeout=self.keepalive_s)
                 if not task.done():
                     await response.write(b": keep-alive\n\n")
-            answered = None if task.cancelled() else task.result()
+            try:
+                answered = None if task.cancelled() else task.result()
+            except (OSError, sqlite3.OperationalError) as exc:
+                if not storage_failure(exc):
+                    raise
+                failed = json.loads(self._cannot_write(exc).text or "{}")
+                await _event(response, failed)
+                await response.write(b"data: [DONE]\n\n")
+                return response
             if answered is None:
                 await _event(response, error_body(SHUT_DOWN, "unavailable", "server_error"))
             elif answered.content is None:

@@ -233,11 +233,12 @@ def _text(content: object, i: int) -> str:
 
 
 def _adaptive(value: object) -> Adaptive | bool:
-    """`testtime.adaptive`: true or false, or the rule as an object ({"rule", "threshold", "min_samples", "wave"})."""
+    """`testtime.adaptive`: true or false, or the rule as an object of `Adaptive`'s fields."""
     if isinstance(value, bool):
         return value
     if not isinstance(value, dict):
-        raise BadRequest('\'testtime.adaptive\' must be true, false or an object: {"rule", "threshold", "min_samples"}')
+        fields = ", ".join(f'"{name}"' for name in Adaptive.model_fields)
+        raise BadRequest(f"'testtime.adaptive' must be true, false or an object: {{{fields}}}")
     try:
         return Adaptive.model_validate(value)
     except ValidationError as exc:

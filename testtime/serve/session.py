@@ -164,6 +164,9 @@ class ServedRun:
             raise BadRequest(str(exc)) from None
         if request.n is not None and "n" in plan.ignores:
             raise BadRequest(f"'n' applies to majority, not {request.method}")
+        rule, cap = plan.adaptive, plan.samples
+        if rule is not None and cap is not None and (misfit := rule.misfit(cap)) is not None:
+            raise BadRequest(f"'testtime.adaptive.{misfit[0]}': {misfit[1]} ('n')")
         if max_calls is not None and plan.calls is not None and plan.calls > max_calls:
             raise BadRequest(
                 f"this request plans {plan.calls} model calls; this server allows at most {max_calls} a request "

@@ -170,7 +170,8 @@ class TRT(PerProblem):
             params,
             stream=stream,
             selector=selector,
-            calls=int(o.strategies) + o.rounds * (k + selector.planned_calls() + reflects),
+            # memory=shared: one more reflection after the rounds generalises the problem's lessons
+            calls=int(o.strategies) + o.rounds * (k + selector.planned_calls() + reflects) + (o.memory == "shared"),
             rounds=o.rounds,  # T rounds of K rollouts: no fixed number of samples an answer is drawn from
             ignores={"n": "it runs T rounds of K rollouts: use --rounds/-T and --rollouts/-K"},
             options=o,
