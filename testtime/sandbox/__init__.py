@@ -22,13 +22,15 @@ What holds, on both backends:
 
 Per backend:
 - `docker` (default where an engine answers): `network_mode=none`, no-new-privileges, memory (no swap), pids
-  and CPU limits, Docker's default seccomp profile (which also denies new user namespaces). The only host path
+  and CPU limits, our system-call allowlist (`syscall_filter.py`: Docker's default profile, which also denies
+  new user namespaces, with io_uring and ptrace refused too). The only host path
   inside is an empty folder, bound read-only, where the harness's unix socket was (removed once it connected).
 - `bwrap` (bubblewrap): every namespace unshared (network, pid, ipc, uts, user, mount), nested user namespaces
   disabled, `/usr` bound read-only, `/dev` and `/proc/sys` read-only; started by root, it runs as the host's
   uid 65534, so no host `/proc` file is writable through a root mapping; a cgroup per worker (v2, else v1)
   bounds memory, pids and CPU (`cpus`, as Docker's) when the host offers one (`testtime sandbox check` says
-  whether it does); without one, the harness throttles the jobs' CPU itself. No seccomp filter.
+  whether it does); without one, the harness throttles the jobs' CPU itself. The same system-call allowlist as
+  Docker's, loaded by bwrap (`--seccomp`) before the harness starts.
 
 Containers, folders and cgroups carry their owner's identity; a killed run's leftovers are reaped by the
 next sandbox that starts (`owner.py`, `testtime sandbox check` and `clean`).
