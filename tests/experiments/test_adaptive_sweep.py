@@ -66,3 +66,22 @@ def test_a_threshold_the_sweep_cannot_read_is_one_line_before_anything_is_paid(
     errors = [line for line in said.splitlines() if line.startswith("error")]
     assert done.returncode == 2 and "Traceback" not in said and len(errors) == 1 and words in errors[0], said
     assert not (out / "fixed").exists()
+
+
+def test_a_sweep_never_reports_another_runs_numbers(tmp_path: Path) -> None:
+    """`OUT/fixed` holds a finished run of --n 4: a sweep asking --n 8 (or another seed, temperature or model) is
+    refused in one line naming the difference, and sweep.csv is not rewritten; the same flags reuse it."""
+    out = tmp_path / "sweep"
+    common = ["ablate", "adaptive", "--limit", "2", "--model", "fake:echo", "--out", str(out), "--quiet"]
+    first = subprocess.run([TESTTIME, *common, "--n", "4"], capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0, first.stderr
+    written = (out / "sweep.csv").read_text()
+    for flags, words in ((["--n", "8"], "made with n 4, where this asks for 8"),
+                         (["--n", "4", "--bench-opt", "seed=2"], "bench_options"),
+                         (["--n", "4", "--temperature", "0.7"], "temperature")):  # fmt: skip
+        other = subprocess.run([TESTTIME, *common, *flags], capture_output=True, text=True, timeout=120)
+        errors = [line for line in other.stderr.splitlines() if line.startswith("error")]
+        assert other.returncode == 2 and len(errors) == 1 and words in errors[0], other.stderr
+        assert (out / "sweep.csv").read_text() == written
+    again = subprocess.run([TESTTIME, *common, "--n", "4"], capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr

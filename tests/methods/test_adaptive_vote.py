@@ -122,3 +122,20 @@ def test_report_sets_an_adaptive_run_beside_its_fixed_twin(tmp_path: Path) -> No
     [paired] = [row["adaptive_vs_fixed"] for row in report["runs"] if row["adaptive_vs_fixed"]]
     assert paired["fixed_run"].endswith("fixed") and paired["samples_ratio"] <= 0.5
     assert paired["tokens_ratio"] <= 0.5 and paired["difference"]["mean"] == 0.0
+
+
+def test_report_never_pairs_an_adaptive_run_with_a_fixed_run_of_another_seed(tmp_path: Path) -> None:
+    """Paired by construction means seed for seed: a fixed run of another seed drew other samples."""
+    common = ["--bench", "arith", "--limit", "4", "--n", "8", "--model", "fake:echo"]
+    for name, extra in (("fixed", ["--seed", "1"]), ("adaptive", ["--adaptive"])):
+        done = subprocess.run(
+            [TESTTIME, "run", *common, *extra, "--out", str(tmp_path / name), "--quiet"], capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+    shown = subprocess.run(
+        [TESTTIME, "report", str(tmp_path / "fixed"), str(tmp_path / "adaptive"), "--out", str(tmp_path / "report"),
+         "--json"], capture_output=True, text=True,
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    [paired] = [row["adaptive_vs_fixed"] for row in json.loads(shown.stdout)["runs"] if row["adaptive_vs_fixed"]]
+    assert paired["fixed_run"] is None and "seed 1 vs 0" in paired["none"]

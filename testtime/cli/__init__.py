@@ -166,4 +166,3 @@ def _take_plugins(args: list[str]) -> list[str]:
     if files:
         use_plugin_files(files)
     return rest
-

@@ -184,7 +184,7 @@ class SharedFlags:
             return RunSettings(**{**given, **overrides}, method=method, method_options=method_options)
         except ValidationError as exc:
             where, message = first_error(exc)
-            raise UserError(f"--{where.replace('_', '-')}: {message}") from None
+            raise UserError(f"--{where.replace('_', '-')}: {message}" if where else message) from None
 
     @property
     def progress(self) -> bool:

@@ -18,9 +18,8 @@ from testtime.experiments.curves import Point, plot, run_points
 from testtime.methods.plan import Domain
 from testtime.methods.trt.method import DEFAULT_SAMPLING as TRT_SAMPLING
 from testtime.run.build import build_method, plan_of
-from testtime.run.directory import RunDir
 from testtime.run.execute import execute
-from testtime.run.lifecycle import create_or_resume
+from testtime.run.lifecycle import create_or_resume, finished_run
 from testtime.run.observer import QuietObserver, RunObserver
 from testtime.run.settings import RunSettings
 
@@ -94,8 +93,8 @@ def depth_width(
                 else max(settings.max_tokens_total - spent_tokens, 1),
             }
         )
-        finished = RunDir(path).read_summary() if (path / "config.json").is_file() else None
-        if finished is not None and finished.complete:
+        finished = finished_run(path, left)
+        if finished is not None:
             log(f"{name}: done, reusing {path}")
             summary = finished
         else:

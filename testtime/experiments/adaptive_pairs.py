@@ -44,6 +44,10 @@ def compare_adaptive(
         if fixed is run or fixed.summary.adaptive is not None or fixed.loaded.manifest.run.method != "majority":
             continue
         differs = differences(run, fixed)
+        for name in ("seed", "seeds"):  # the pairing is seed for seed: another seed draws other samples
+            mine_, theirs_ = getattr(run.loaded.manifest.run, name), getattr(fixed.loaded.manifest.run, name)
+            if mine_ != theirs_:
+                differs.append(f"{name} {theirs_!r} vs {mine_!r}")
         if fixed.summary.n != cap:
             differs.append(f"n {fixed.summary.n} vs the cap {cap}")
         if differs:

@@ -28,7 +28,7 @@ from testtime.experiments.curves import Point, plot, point, run_points
 from testtime.methods.majority import DEFAULT_N
 from testtime.run.directory import RunDir
 from testtime.run.execute import execute
-from testtime.run.lifecycle import create_or_resume
+from testtime.run.lifecycle import create_or_resume, finished_run
 from testtime.run.observer import QuietObserver, RunObserver
 from testtime.run.settings import RunSettings
 from testtime.selectors import SelectionContext, Selector, build_selector
@@ -127,8 +127,7 @@ def sweep(
     path = out / "fixed"
     out.mkdir(parents=True, exist_ok=True)
     fixed = base.model_copy(update={"method": "majority", "adaptive": False})
-    finished = RunDir(path).read_summary() if (path / "config.json").is_file() else None
-    if finished is None or not finished.complete:
+    if finished_run(path, fixed) is None:
         summary = execute(create_or_resume(fixed, path), observe())
         if summary.stopped:
             raise UserError(f"the sweep's fixed run stopped ({summary.stopped}); resume it with a larger budget")

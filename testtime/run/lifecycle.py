@@ -20,6 +20,7 @@ from typing import IO, Any
 from testtime.core.errors import UserError
 from testtime.core.secrets import REDACTED, redact_url
 from testtime.evaluation.caveats import plan_warnings
+from testtime.evaluation.summary import RunSummary
 from testtime.run.build import (
     RunParts,
     budget_warnings,
@@ -231,13 +232,48 @@ def _continued_served(
     return before.model_copy(update={**update, "model": model, "versions": versions()})
 
 
+# What a reused sub-run may differ in from the settings that ask for it: what --resume may change, and what never
+# changes an answer (where the data lies, whose sandbox runs the same harness, the ceiling, n per request)
+REUSE_MAY_DIFFER = frozenset(ResumeChanges.model_fields) | {"data_dir", "sandbox", "max_planned_calls", "n_per_request"}
+
+
 def create_or_resume(settings: RunSettings, folder: Path) -> OpenRun:
-    """A sub-run of a larger job (a grid, a comparison): created the first time, resumed after with the
-    budgets `settings` carries now."""
+    """A sub-run of a larger job (a grid, a comparison, a sweep's fixed run): created the first time, resumed
+    (or reused, once finished) after with the budgets `settings` carries now; one made with other settings
+    (another --n, seed, model, sampling or problems) is refused in one line naming the difference, never
+    reported as this job's."""
     if (folder / "config.json").is_file():
+        check_reusable(folder, settings)
         budgets = ResumeChanges(max_cost=settings.max_cost, max_tokens_total=settings.max_tokens_total)
         return resume(folder, budgets)
     return create(settings, folder)
+
+
+def finished_run(folder: Path, settings: RunSettings) -> RunSummary | None:
+    """The summary of a finished run in `folder` made with `settings` (None: none there, or not finished); a run
+    made with other settings is refused in one line (`check_reusable`)."""
+    if not (folder / "config.json").is_file():
+        return None
+    check_reusable(folder, settings)
+    summary = RunDir(folder).read_summary()
+    return summary if summary is not None and summary.complete else None
+
+
+def check_reusable(folder: Path, settings: RunSettings) -> None:
+    """Refuse (one line) a run in `folder` that was not made with `settings` (but what may differ on reuse)."""
+    recorded = RunDir.open_existing(folder).read_manifest().run
+    asked = _recordable(settings)
+    differs = [
+        name
+        for name in RunSettings.model_fields
+        if name not in REUSE_MAY_DIFFER and getattr(recorded, name) != getattr(asked, name)
+    ]
+    if differs:
+        name, more = differs[0], f" (and {len(differs) - 1} more)" if len(differs) > 1 else ""
+        raise UserError(
+            f"{folder} holds a run made with {name} {getattr(recorded, name)!r}, where this asks for "
+            f"{getattr(asked, name)!r}{more}: it is another run's; give another --out, or remove {folder}"
+        )
 
 
 def continue_command(path: Path, manifest: RunManifest) -> str:

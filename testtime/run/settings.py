@@ -100,7 +100,8 @@ class RunSettings(BaseModel):
             self.rule()
         except ValidationError as exc:
             where, message = first_error(exc)
-            raise ValueError(f"{FLAGS.get(where, where)}: {message}") from None
+            flag = FLAGS.get(where or "threshold", where)  # the rule's own check is of its threshold
+            raise ValueError(f"--{flag.replace('_', '-')}: {message}") from None
         return self
 
     def rule(self) -> Adaptive:
