@@ -82,3 +82,44 @@ def test_the_default_posterior_stops_three_of_four() -> None:
     assert Adaptive().limit == 0.8
     assert Adaptive().settled(classes(3, 1), 4, 16) == pytest.approx(13 / 16)
     assert Adaptive().settled(classes(2, 2), 4, 16) is None
+
+
+def _walk(rule: Adaptive, answers: list[str | None], cap: int) -> tuple[int, str]:
+    """Where `rule` stops a vote whose samples come in as `answers` (the vote's classes: equal texts)."""
+    for drawn in rule.schedule(cap):
+        seen = answers[:drawn]
+        equivalent = [[i for i, a in enumerate(seen) if a == value] for value in dict.fromkeys(seen) if value]
+        stop = rule.verdict(rule.counted(seen, equivalent), drawn, cap)
+        if stop is not None:
+            return stop.drawn, stop.reason
+    raise AssertionError("a schedule ends at the cap")
+
+
+def test_ac_is_adaptive_consistency_as_published_a_check_after_every_sample_by_text() -> None:
+    """AC's Beta criterion at 0.95 after every sample: four agreeing samples (31/32) stop it, three (15/16) do not;
+    a sample with no answer is a class of its own, and "7" and "7.0" are two texts."""
+    ac = Adaptive(rule="ac")
+    assert ac.schedule(6) == [1, 2, 3, 4, 5, 6] and ac.limit == 0.95
+    assert _walk(ac, ["7"] * 16, 16) == (4, "settled")
+    assert _walk(ac, [None, None, None, None, "7"], 5) == (4, "settled")  # AC stops on four abstentions
+    assert _walk(Adaptive(), [None, None, None, None, "7"] * 4, 20)[0] > 4  # ours never settles on no answer
+    assert _walk(ac, ["7", "7.0", "7", "7.0", "7", "7.0"], 6) == (6, "cap")  # by text: two classes of three
+
+
+def test_esc_checks_disjoint_windows_where_window_slides() -> None:
+    """ESC's windows of 5 are samples 0-4, 5-9, ...: a run of agreement across two windows is not a stop there,
+    where the sliding `window` rule (W 5, checked every 2) stops on it."""
+    answers = ["1", "2", "1", "1", "1", "1", "1", "3", "1", "1", "1", "1", "1", "1", "1", "1"]
+    esc = Adaptive(rule="esc")
+    assert esc.schedule(16) == [5, 10, 15, 16] and esc.limit == 5
+    assert _walk(esc, answers, 16) == (15, "settled")  # 0-4 and 5-9 each hold another answer; 10-14 agree
+    assert _walk(Adaptive(rule="window", threshold=5), answers, 16) == (7, "settled")  # samples 2-6 agree
+
+
+@pytest.mark.parametrize("rule", ["ac", "esc"])
+def test_a_papers_procedure_takes_no_wave_of_ours(rule: str) -> None:
+    for field in ({"min_samples": 2}, {"wave": 3}):
+        with pytest.raises(ValueError, match="its paper's procedure"):
+            Adaptive(rule=rule, **field)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="between 0.5 and 1" if rule == "ac" else "number of samples"):
+        Adaptive(rule=rule, threshold=0.3 if rule == "ac" else 1)  # type: ignore[arg-type]

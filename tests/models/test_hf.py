@@ -95,6 +95,25 @@ def test_a_greedy_answer_shares_its_samples_batch_and_prefill(model: HFModel, mo
     assert [group[0].text for group in mixed] == alone
 
 
+def test_a_prompt_asked_again_takes_its_prefill_from_the_store_and_generates_the_same(model: HFModel) -> None:
+    """A vote drawn in waves asks its prompt again in batches of other prompts: the second ask finds its cache in
+    the store (no prefill) and generates what a fresh prefill would, at another padding, greedy and seeded."""
+    a, b, c = "What is 37 + 48? Box the answer.", "Name a colour.", "Count to three, slowly, and then stop."
+    for params in (
+        SamplingParams(temperature=0.0, max_tokens=12),
+        SamplingParams(temperature=1.0, max_tokens=12, seed=3),
+    ):
+        model._prompts.clear()
+        first = model._run_batch(_rows([(a, 2), (b, 1)], params))
+        hits = model._prompts.hits
+        again = model._run_batch(_rows([(c, 1), (a, 2), (b, 1)], params))  # c is longer: a and b padded further
+        assert model._prompts.hits == hits + 2
+        model._prompts.clear()
+        fresh = model._run_batch(_rows([(c, 1), (a, 2), (b, 1)], params))
+        assert [[x.text for x in g] for g in again] == [[x.text for x in g] for g in fresh]
+        assert [x.text for x in first[0]] == [x.text for x in again[1]]
+
+
 def test_generation_never_runs_past_the_models_context(tmp_path: Path, monkeypatch) -> None:
     """A budget far beyond the context (TRT's default on a small model) stops where the positions end."""
     from tests.tiny_model import build_random_model

@@ -5,6 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from testtime.core.records import Completion, Message, SamplingParams
@@ -12,6 +13,20 @@ from testtime.core.records import Completion, Message, SamplingParams
 # The problem a model call belongs to, set by the rollout engine around each call: a fleet of servers keeps
 # one problem's calls on one server (models/fleet.py), whatever method or round made them.
 CALL_PROBLEM: ContextVar[str | None] = ContextVar("testtime_call_problem", default=None)
+
+
+@dataclass
+class BatchCounts:
+    """A local backend's batched generate calls and the sequences they carried: one batch's decoding costs about
+    as much for 2 rows as for 16 on a CPU, so wall time follows the batches as much as the tokens."""
+
+    max_rows: int
+    batches: int = 0
+    rows: int = 0
+
+    def add(self, rows: int) -> None:
+        self.batches += 1
+        self.rows += rows
 
 
 class LanguageModel(ABC):
@@ -43,6 +58,10 @@ class LanguageModel(ABC):
     def secrets(self) -> list[str]:
         """Values that must never appear in a recorded or printed error (the keys this backend sends)."""
         return []
+
+    def batch_counts(self) -> BatchCounts | None:
+        """The batched generate calls this backend ran (None: it does not batch: a server batches its own)."""
+        return None
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook; most backends hold nothing to release
         """Release engines, sessions, threads."""

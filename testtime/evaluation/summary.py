@@ -165,6 +165,17 @@ class AdaptiveSummary(SummaryRecord):
     drawn: Distribution  # samples a problem's vote drew
 
 
+class ForwardPasses(SummaryRecord):
+    """A local backend's batched generate calls (`hf:`, `vllm:`) and the sequences they carried, in the run's last
+    lifetime (a resumed run's earlier lifetimes are not counted): a batch decodes about as fast with 2 rows as with
+    16 on a CPU, so its wall time follows the batches as much as the tokens."""
+
+    batches: int
+    rows: int  # samples generated, cached ones not included
+    rows_per_batch: float | None  # None: no batch ran (every sample came from the cache)
+    max_rows: int  # the most a batch may carry (the backend's max_batch)
+
+
 class PrequentialWindow(SummaryRecord):
     """Consecutive arrivals of a stream (`evaluation/prequential.py`)."""
 
@@ -232,6 +243,7 @@ class RunSummary(SummaryRecord):
     on_tuned_set: str | None = None
     prequential: PrequentialSummary | None = None  # a stream: accuracy over arrival order; None: not a stream
     adaptive: AdaptiveSummary | None = None  # --adaptive: the samples the votes drew against the cap; else None
+    forward_passes: ForwardPasses | None = None  # hf:, vllm: the batches generated; None: a server batches its own
     warnings: list[str] = []  # what makes these numbers measure less than they seem (`evaluation/caveats.py`)
 
     @property

@@ -67,7 +67,8 @@ class FixedVotes:
         classes = self.majority.vote_classes
         problem = Problem(id=record.problem_id, domain="math", statement="")
         for drawn in rule.schedule(self.cap):
-            if rule.verdict(classes(problem, answers[:drawn]), drawn, self.cap) is not None:
+            counted = rule.counted(answers[:drawn], classes(problem, answers[:drawn]) or [])
+            if rule.verdict(counted, drawn, self.cap) is not None:
                 return drawn
         return self.cap
 

@@ -74,7 +74,8 @@ async def _until_settled(
     for drawn in rule.schedule(cap):
         completions += await calls.sample("solve", drawn - len(completions))
         candidates = make_candidates(problem, completions)
-        stop = rule.verdict(selector.vote_classes(problem, [c.answer for c in candidates]) or [], drawn, cap)
+        answers = [c.answer for c in candidates]
+        stop = rule.verdict(rule.counted(answers, selector.vote_classes(problem, answers) or []), drawn, cap)
         if stop is not None:
             return candidates, stop
     raise AssertionError("unreachable: the schedule ends at the cap, where every vote stops")

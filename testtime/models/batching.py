@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
+from testtime.core.model import BatchCounts
 from testtime.core.records import Completion, Message, SamplingParams
 
 
@@ -34,6 +35,7 @@ class MicroBatcher:
         self.group_key = group_key
         self._pending: list[BatchRow] = []
         self._worker: asyncio.Task[None] | None = None
+        self.counts = BatchCounts(max_rows=max_sequences)  # the forward passes run, and the rows they carried
 
     async def submit(self, messages: Sequence[Message], n: int, params: SamplingParams) -> list[Completion]:
         row = BatchRow(messages, n, params, asyncio.get_running_loop().create_future())
@@ -46,6 +48,7 @@ class MicroBatcher:
         while self._pending:
             await asyncio.sleep(0.002)  # let callers scheduled in the same tick join this batch
             batch = self._take_group()
+            self.counts.add(sum(row.n for row in batch))
             try:
                 results = await asyncio.to_thread(self.run_batch, batch)
             except Exception as exc:  # noqa: BLE001 - delivered to every waiting caller, who re-raises it

@@ -18,13 +18,13 @@ from typing import Any
 
 from testtime.core.errors import UserError
 from testtime.core.extras import require
-from testtime.core.model import LanguageModel
+from testtime.core.model import BatchCounts, LanguageModel
 from testtime.core.records import Completion, Message, SamplingParams, TokenStats, Usage
 from testtime.core.seeds import sample_seed
 from testtime.models import MODELS
 from testtime.models.batching import BatchRow, MicroBatcher
 from testtime.models.confidence import completion_stats
-from testtime.models.prefill import generate_shared, through_end
+from testtime.models.prefill import PromptStore, generate_shared, through_end
 from testtime.models.seeded import RowDraw, row_seeded_sampler
 
 log = logging.getLogger(__name__)  # what a user waits for: the CLI shows these lines (`cli/display.py`)
@@ -87,6 +87,7 @@ class HFModel(LanguageModel):
         self._model: Any = None
         self._end_ids: set[int] = set()
         self._batcher = MicroBatcher(self._run_batch, max_batch, _sampling_group)
+        self._prompts = PromptStore()  # each prompt's prefill, kept across batches (a vote's waves ask it again)
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "path": self.path, "device": self.device, "max_batch": self._batcher.max_sequences}
@@ -123,9 +124,13 @@ class HFModel(LanguageModel):
     async def generate(self, messages: Sequence[Message], n: int, params: SamplingParams) -> list[Completion]:
         return await self._batcher.submit(messages, n, params)
 
+    def batch_counts(self) -> BatchCounts:
+        return self._batcher.counts
+
     async def aclose(self) -> None:
         """Drop the weights (a TTRL run frees the base model before its trainer loads one); reloads on use."""
         self._model = self._tokenizer = None
+        self._prompts.clear()
 
     def _run_batch(self, rows: list[BatchRow]) -> list[list[Completion]]:
         import torch
@@ -162,7 +167,9 @@ class HFModel(LanguageModel):
         if params.stop:
             options.update(stop_strings=list(params.stop), tokenizer=tok)
         started = time.perf_counter()
-        output = generate_shared(model, unique["input_ids"], unique["attention_mask"], counts, **options)
+        output = generate_shared(
+            model, unique["input_ids"], unique["attention_mask"], counts, store=self._prompts, **options
+        )
         # Each sample is charged its share of the batch's wall time, so ledger totals add up to compute used.
         latency = (time.perf_counter() - started) / len(output)
         generated = [through_end(row, self._end_ids) for row in output.tolist()]

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from testtime.core.errors import UserError
-from testtime.core.model import LanguageModel
+from testtime.core.model import BatchCounts, LanguageModel
 from testtime.core.records import Completion, Message, SamplingParams, TokenStats, Usage
 from testtime.models import MODELS
 from testtime.models.batching import BatchRow, MicroBatcher
@@ -43,6 +43,9 @@ class VLLMModel(LanguageModel):
 
     async def generate(self, messages: Sequence[Message], n: int, params: SamplingParams) -> list[Completion]:
         return await self._batcher.submit(messages, n, params)
+
+    def batch_counts(self) -> BatchCounts:
+        return self._batcher.counts
 
     def _engine(self) -> Any:
         if self._llm is None:

@@ -17,11 +17,12 @@ from dataclasses import replace
 
 from testtime.core.checkpoint import RoundCheckpoints
 from testtime.core.errors import BudgetExhausted, Interrupted, RunStopped
+from testtime.core.model import LanguageModel
 from testtime.core.results import Grading, ProblemResult, ResultRecord
 from testtime.core.rollout import RolloutEngine
 from testtime.evaluation.caveats import plan_warnings
 from testtime.evaluation.scoring import score
-from testtime.evaluation.summary import RunSummary
+from testtime.evaluation.summary import ForwardPasses, RunSummary
 from testtime.methods import MethodContext, PerProblem
 from testtime.methods.learner import Learner
 from testtime.run.build import label_oracle, tuned_set_note
@@ -147,6 +148,7 @@ def execute(run: OpenRun, observer: RunObserver | None = None, retry_errors: boo
         replay=run.replay_of is not None,
         stopped=stopped,
         retried_problems=retried,
+        forward_passes=forward_passes(parts.model),
         uses_labels=plan.uses_labels,
         on_tuned_set=tuned_set_note(run.manifest),
         warnings=plan_warnings(effective.sampling, effective.n, effective.planned_calls_per_problem)
@@ -159,6 +161,15 @@ def execute(run: OpenRun, observer: RunObserver | None = None, retry_errors: boo
     if interrupted is not None:
         raise interrupted  # the summary is written; the command says how to resume and exits 128 + signal
     return summary
+
+
+def forward_passes(model: LanguageModel | None) -> ForwardPasses | None:
+    """What a local backend's batches carried in this lifetime (None: it does not batch, or no model ran)."""
+    counts = model.batch_counts() if model is not None else None
+    if counts is None:
+        return None
+    per_batch = counts.rows / counts.batches if counts.batches else None
+    return ForwardPasses(batches=counts.batches, rows=counts.rows, rows_per_batch=per_batch, max_rows=counts.max_rows)
 
 
 def _stop_on_signals(engine: RolloutEngine) -> Callable[[], None]:

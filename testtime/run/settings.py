@@ -77,8 +77,8 @@ class RunSettings(BaseModel):
     adaptive: bool = False
     adaptive_rule: AdaptiveRuleName = _ADAPTIVE.rule
     adaptive_threshold: float | None = _ADAPTIVE.threshold  # None: the rule's default (DEFAULT_THRESHOLDS)
-    adaptive_min: int = _ADAPTIVE.min_samples
-    adaptive_wave: int = _ADAPTIVE.wave
+    adaptive_min: int | None = _ADAPTIVE.min_samples  # None: the rule's (4; ac 1; esc its window)
+    adaptive_wave: int | None = _ADAPTIVE.wave  # None: the rule's (2; ac 1; esc its window)
 
     _urls = field_validator("api_base")(_http_urls)
     _price = field_validator("price", mode="before")(lambda given: _price_pair(given))

@@ -187,7 +187,7 @@ class VoteReward:
                 problem = self.problems[problem_id[start]]
                 texts = [completion_text(c) for c in completions[start : start + group]]
                 answers = [c.answer for c in make_candidates(problem, [Completion(text=t) for t in texts])]
-                classes = self.selector.vote_classes(problem, answers) or []
+                classes = self.vote_stop.counted(answers, self.selector.vote_classes(problem, answers) or [])
                 if self.vote_stop.verdict(classes, group, group + needed) is None:
                     wanted.append(g)
         drawn = iter(self.extra_votes([prompts[g] for g in wanted], needed) if wanted else [])
