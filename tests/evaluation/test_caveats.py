@@ -85,3 +85,19 @@ def test_a_truncation_warning_names_the_flag_the_method_takes() -> None:
     records = [ResultRecord(problem_id="p", prediction=None, candidates=(cut,), **grading)]
     assert "raise --method-opt max_response=N" in measured_nothing(records, "ttrl")[0]
     assert "raise --max-tokens" in measured_nothing(records, "majority")[0]
+
+
+def test_the_judge_warning_says_what_fell_back() -> None:
+    """USC's half-failures (the judge's pick held, its grouping named no classes) are not answers chosen by words:
+    the warning counts them apart and says only their confidence was measured by words."""
+    from testtime.evaluation.caveats import judge_fell_back
+    from testtime.evaluation.summary import LabelFreeSummary
+
+    half = LabelFreeSummary(answer_rate=1.0, judged=4, judge_fell_back=1, judge_grouping_fell_back=1)
+    [said] = judge_fell_back(half)
+    assert "fell back to word overlap" not in said
+    assert "1 of 4 judged selections kept the judge's choice but not its grouping" in said
+    both = LabelFreeSummary(answer_rate=1.0, judged=4, judge_fell_back=3, judge_grouping_fell_back=1)
+    [said] = judge_fell_back(both)
+    assert "2 of 4 judged selections fell back to word overlap" in said and "1 of 4 judged selections kept" in said
+    assert judge_fell_back(LabelFreeSummary(answer_rate=1.0, judged=4, judge_fell_back=0)) == []

@@ -131,8 +131,45 @@ def test_code_reflection_sees_each_attempts_outputs_and_whether_they_agree(
     assert len(lines) == 2 and "(selected)" in lines[0]
     assert all("public examples 1/1 pass" in line for line in lines)
     chosen, other = ("'10'", "'9'") if "input 2: '10'" in lines[0] else ("'9'", "'10'")
-    assert f"input 2: {chosen}" in lines[0] and f"input 2: {other} (differs from selected)" in lines[1]
+    assert f"input 2: {chosen}" in lines[0] and f"input 2: {other}" in lines[1]
+    assert "(differs from selected)" in lines[1]
+    assert "(not the expected output)" in lines[1] and "(not the expected output)" not in lines[0]
     assert "input 1: '6' (agrees with selected)" in lines[1]
     assert lines[1].count("(differs from selected)") == 2 and lines[1].count("(agrees with selected)") == 1
     indices = [line.split(":")[0].split()[1] for line in lines]
     assert all(f"[attempt {i}]" in prompt for i in indices)  # the attempts' texts carry the same indices
+
+
+def test_trt_on_pyfunc_counts_a_written_float_output_as_the_grader_does(
+    tmp_path: Path, testtime_cli: Callable[..., Any], open_sandbox_or_skip: object
+) -> None:
+    """`sub_0(a, b)`: two wrong programs that agree (they pass the public example) and one right one. The unit
+    tests' expected outputs are the right values written as floats (`99.0`): the grader's equality counts them
+    for the right program, which wins on tests passed; by the output's text nobody passed them, and the wrong
+    majority won."""
+    right = "```python\ndef sub_0(a, b):\n    return a - b\n```"
+    wrong = "```python\ndef sub_0(a, b):\n    return a - b if a < 50 else 0\n```"
+    wrong_too = "```python\ndef sub_0(a, b):\n    return (a - b) if a < 50 else 0\n```"
+    programs = iter([wrong, wrong_too, right] * 10)
+
+    def reply(messages: list[dict[str, Any]]) -> str:
+        prompt = messages[-1]["content"]
+        if "You are writing unit tests" in prompt:
+            tests = [("100\n1", "99.0"), ("70\n5", "65.0"), ("1\n3", "-2.0")]
+            return json.dumps([{"input": i, "output": o} for i, o in tests])
+        if "You are improving a solver" in prompt:
+            return json.dumps({"insights": []})
+        return next(programs)
+
+    out = tmp_path / "run"
+    with MockChatServer(reply=reply) as server:
+        args = "run --method trt -T 1 -K 3 --no-strategies --quiet --model openai:mock --concurrency 1".split()
+        done = testtime_cli(*args, "--bench", "pyfunc", "--bench-opt", "level=1", "--limit", "1",
+                            "--api-base", server.url, "--out", str(out), cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    [record] = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    chosen = next(c for c in record["candidates"] if c["index"] == record["selection"]["index"])
+    assert "return a - b\n" in chosen["text"] and record["correct"] is True
+    passed = {c["index"]: c["tests_passed"] for c in record["selection"]["evidence"]["candidates"]}
+    # the public example, then the two written tests that are not its copy
+    assert passed[chosen["index"]] == 3 and sorted(passed.values()) == [1, 1, 3]

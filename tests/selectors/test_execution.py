@@ -188,6 +188,27 @@ def test_unit_tests_rank_candidates_by_tests_passed_not_by_agreement(sandbox: Sa
     assert "rank=tests_passed" in ranked.rule
 
 
+def test_written_tests_compare_as_the_grader_compares_not_by_text(sandbox: Sandbox) -> None:
+    """Expected outputs written as floats (`18.0` for 18) are the grader's equal (Decimal tokens), so the right
+    program passes them; by the output's text it passed none, and the wrong majority won."""
+    wrong_too = "n = int(input())\nprint(n % 9)"
+    tests = [{"input": "99", "output": "18.0"}, {"input": "48", "output": "12.00"}, {"input": "5", "output": "5.0"}]
+    ranked, _ = select(sandbox, [WRONG, wrong_too, CORRECT], tests, rank="tests_passed")
+    assert ranked.index == 2 and isinstance(ranked.evidence, ExecutionEvidence)
+    assert {c.index: c.tests_passed for c in ranked.evidence.candidates} == {0: 1, 1: 1, 2: 3}
+
+
+def test_a_selections_score_is_what_it_ranked_by(sandbox: Sandbox) -> None:
+    """rank=tests_passed: the chosen program's score is its tests passed (3), not its agreement weight (1.0)
+    beside 2.0 for the two wrong programs that agree; both figures stay in the evidence."""
+    wrong_too = "n = int(input())\nprint(n % 9)"
+    tests = [{"input": "99", "output": "18"}, {"input": "48", "output": "12"}, {"input": "5", "output": "5"}]
+    ranked, _ = select(sandbox, [WRONG, wrong_too, CORRECT], tests, rank="tests_passed")
+    assert {s.index: s.score for s in ranked.scores} == {0: 1.0, 1: 1.0, 2: 3.0}
+    assert isinstance(ranked.evidence, ExecutionEvidence)
+    assert {c.index: c.agreement_weight for c in ranked.evidence.candidates} == {0: 2.0, 1: 2.0, 2: 1.0}
+
+
 def test_unit_tests_ties_go_to_agreement_then_the_earliest(sandbox: Sandbox) -> None:
     # the second expected output is wrong for everyone: one test passed each, a tie
     tests = [{"input": "5", "output": "5"}, {"input": "99", "output": "7"}]

@@ -74,10 +74,21 @@ def judge_fell_back(label_free: LabelFreeSummary | None) -> list[str]:
     four paraphrases of one answer. Silent once (the embedded model as judge fell back on 6 of 6 problems)."""
     if label_free is None or not label_free.judge_fell_back:
         return []
+    grouping = label_free.judge_grouping_fell_back or 0
+    chosen, judged = label_free.judge_fell_back - grouping, label_free.judged
+    said = []
+    if chosen:
+        said.append(
+            f"{chosen} of {judged} judged selections fell back to word overlap (the judge named no reply or group): "
+            "their answers were chosen, and their confidence measured, by shared words"
+        )
+    if grouping:
+        said.append(
+            f"{grouping} of {judged} judged selections kept the judge's choice but not its grouping (it named no "
+            "classes): their confidence, not their answer, was measured by shared words"
+        )
     return [
-        f"{label_free.judge_fell_back} of {label_free.judged} judged selections fell back to word overlap (the judge "
-        "named no group or reply): their answers were chosen, and their confidence measured, by shared words, "
-        "not judged classes (predictions.jsonl's confidence_basis says which); use a stronger judge model, or "
+        "; ".join(said) + " (predictions.jsonl's confidence_basis says which); use a stronger judge model, or "
         "--selector-opt agreement=words to choose by words from the start"
     ]
 

@@ -163,7 +163,19 @@ def label_free(records: Sequence[ResultRecord], steps: Sequence[TTRLStep] = ()) 
     judged = [usable for r in records if (usable := _judgement(r)) is not None]
     if judged:
         values["judged"], values["judge_fell_back"] = len(judged), judged.count(False)
+        # USC's half-failures: the judge chose the reply, only its grouping (the confidence's classes) fell back
+        values["judge_grouping_fell_back"] = sum(_pick_held_grouping_fell_back(r) for r in records)
     return LabelFreeSummary.model_validate(values)
+
+
+def _pick_held_grouping_fell_back(record: ResultRecord) -> bool:
+    evidence = record.selection.evidence if record.selection is not None else None
+    return (
+        isinstance(evidence, ConsistencyEvidence)
+        and evidence.judgement_usable is False
+        and evidence.picked is not None
+        and evidence.agreement == "words"
+    )
 
 
 def _judgement(record: ResultRecord) -> bool | None:

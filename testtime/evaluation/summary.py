@@ -151,6 +151,8 @@ class LabelFreeSummary(SummaryRecord):
     # (the judge named no group or no reply); null where no judgement was asked
     judged: int | None = None
     judge_fell_back: int | None = None
+    # of those, USC selections whose pick held and only the grouping (the confidence's classes) fell back
+    judge_grouping_fell_back: int | None = None
 
 
 class AdaptiveSummary(SummaryRecord):

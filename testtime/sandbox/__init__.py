@@ -90,6 +90,7 @@ class TestVerdict(BaseModel):
     compile_error: bool = False
     output: str = ""  # the first 1,000 characters of what the program produced
     output_digest: str = ""  # hash of the whole normalised output, for clustering by behaviour
+    clean: bool = False  # it ran to the end and gave its output (a function returned), whatever the comparison
 
 
 class ExecutionReport(BaseModel):

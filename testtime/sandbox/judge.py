@@ -69,8 +69,9 @@ def judge(test: TestCase, raw: dict[str, Any], functional: bool, grader: str = "
     """One TestVerdict's fields from the harness's raw result for `test`."""
     status = raw["status"]
     observed = (raw.get("result") or "") if functional else raw.get("stdout", "")
+    # a SystemExit before the call returns nothing
+    returned = status == "ok" and (not functional or raw.get("result") is not None)
     if status == "ok":
-        returned = not functional or raw.get("result") is not None  # a SystemExit before the call returns nothing
         verdict = "pass" if returned and matches(observed, test, grader) else "wrong_answer"
     else:
         verdict = "runtime_error" if status == "compile_error" else status
@@ -81,4 +82,5 @@ def judge(test: TestCase, raw: dict[str, Any], functional: bool, grader: str = "
         "compile_error": status == "compile_error",
         "output": observed[:OUTPUT_PREVIEW],
         "output_digest": output_digest(observed),
+        "clean": returned,
     }

@@ -40,8 +40,7 @@ from testtime.core.selection import (
     SuiteStats,
     TestRun,
 )
-from testtime.sandbox import ExecutionReport, Limits
-from testtime.sandbox.judge import output_digest
+from testtime.sandbox import ExecutionReport, Limits, TestVerdict
 from testtime.selectors import SELECTORS, SelectionContext, Selector, prompts
 
 PROGRAM_PREVIEW = 1500
@@ -116,7 +115,9 @@ class ExecutionSelector(Selector):
         testtype = "functional" if func_name else "stdin"
         generated, suite = await self.write_inputs(problem, runnable, ctx)
         public = list(problem.public_tests)
-        tests = public + [TestCase(input=i, output=None, testtype=testtype) for i, _ in generated]
+        # a written test's expected output is judged on the host as the grader judges (`7.0` is `7`), never by
+        # the text of the output; it never enters the sandbox
+        tests = public + [TestCase(input=i, output=out, testtype=testtype) for i, out in generated]
         programs = list(dict.fromkeys(c.answer for c in runnable if c.answer))  # identical samples run once
         runs = await asyncio.gather(*(ctx.sandbox.arun(p, tests, self.limits, func_name) for p in programs))
         seconds = sum(report.seconds for report in runs)
@@ -199,10 +200,7 @@ class ExecutionSelector(Selector):
         compiled = [c for c in candidates if c.index in reports and not _compile_error(reports[c.index])]
         if not compiled:
             return self._nothing(candidates, "no candidate's code compiles")
-        behaviour = {
-            c.index: [_behaviour(t.verdict, t.output_digest) for t in reports[c.index].tests[n_public:]]
-            for c in compiled
-        }
+        behaviour = {c.index: [_behaviour(t) for t in reports[c.index].tests[n_public:]] for c in compiled}
         kept, invalid, uniform = [], 0, 0
         for j in range(len(generated)):
             column = [behaviour[c.index][j] for c in compiled]
@@ -218,16 +216,14 @@ class ExecutionSelector(Selector):
         )
         size = {s: list(signatures.values()).count(s) for s in classes}
         scored = []
-        expected = [None if out is None else _behaviour("pass", output_digest(out)) for _, out in generated]
+        written = [out is not None for _, out in generated]
         for c in compiled:
             tests = reports[c.index].tests
             public_passed = sum(t.verdict == "pass" for t in tests[:n_public])
             clean = sum(behaviour[c.index][j].startswith("ok:") for j in kept) / len(kept) if kept else 1.0
-            predicted = sum(1 for j in kept if expected[j] is not None and behaviour[c.index][j] == expected[j])
-            # every written test with its expected output counts here, discriminating or not
-            unit_passed = sum(
-                1 for j, want in enumerate(expected) if want is not None and behaviour[c.index][j] == want
-            )
+            agrees = [written[j] and tests[n_public + j].verdict == "pass" for j in range(len(generated))]
+            predicted = sum(agrees[j] for j in kept)
+            unit_passed = sum(agrees)  # every written test with its expected output, discriminating or not
             agreement = round(size[signatures[c.index]] * clean, 6)
             if self.unit_tests:  # tests passed (public + written), then agreement, then the earliest
                 scored.append(((public_passed + unit_passed, agreement, predicted), c, public_passed + unit_passed))
@@ -250,7 +246,7 @@ class ExecutionSelector(Selector):
                 CandidateScore(
                     index=c.index,
                     cluster=classes.index(signatures[c.index]) if c.index in signatures else None,
-                    score=by_index[c.index][1] if c.index in by_index else 0.0,
+                    score=self._ranked_by(by_index[c.index]) if c.index in by_index else 0.0,
                 )
                 for c in candidates
             ),
@@ -288,6 +284,11 @@ class ExecutionSelector(Selector):
             ),
         )
 
+    def _ranked_by(self, key: tuple[float, ...]) -> float:
+        """A candidate's recorded score: what it was ranked by (tests passed; agreement: its weight, after the
+        public tests passed, which the evidence records beside it with every other figure)."""
+        return float(key[0]) if self.unit_tests else float(key[1])
+
 
 def _compile_error(report: ExecutionReport) -> bool:
     return bool(report.tests) and report.tests[0].compile_error
@@ -297,6 +298,6 @@ def _first(signature: tuple[str, ...], signatures: dict[int, tuple[str, ...]]) -
     return min(index for index, s in signatures.items() if s == signature)
 
 
-def _behaviour(verdict: str, digest: str) -> str:
+def _behaviour(test: TestVerdict) -> str:
     """What a candidate did on one input: its output (by digest) when it ran cleanly, else how it failed."""
-    return f"ok:{digest}" if verdict == "pass" else verdict
+    return f"ok:{test.output_digest}" if test.clean else test.verdict
