@@ -47,7 +47,7 @@ def test_a_reply_naming_no_candidate_is_refused_before_it_is_recorded(tmp_path: 
     status, said, out = _judged(tmp_path, reply)
     errors = [line for line in said.splitlines() if line.startswith("error")]
     assert status == 1 and "Traceback" not in said and len(errors) == 1, said
-    assert f"the judge chose candidate {reply}, which it was not given" in errors[0]
+    assert f"the judge selector chose candidate {reply}, which it was not given" in errors[0]
     assert not (out / "results.jsonl").read_text().strip()  # no prediction from no candidate was recorded
 
 
@@ -70,7 +70,7 @@ def test_a_plugin_that_fails_to_load_names_its_file_and_line(tmp_path: Path) -> 
     plugin = tmp_path / "broken.py"
     plugin.write_text("import json\n\n\ndef boom():\n    raise RuntimeError('no')\n\n\nboom()\n")
     status, said = logged(tmp_path, "--plugin", str(plugin), "list")
-    assert status == 0 and f"failed to load at {plugin}:5: RuntimeError: no" in said, said
+    assert status == 0 and f"failed to load: RuntimeError: no (at {plugin}:5)" in said, said
     plugin.write_text("x = (\n")
     status, said = logged(tmp_path, "--plugin", str(plugin), "list")
-    assert f"failed to load at {plugin}:1: SyntaxError" in said, said
+    assert "failed to load: SyntaxError" in said and f"(at {plugin}:1)" in said, said

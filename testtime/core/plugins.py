@@ -201,6 +201,6 @@ def _guarded(origin: str, load: Callable[[], None]) -> None:
     # someone else's code: any failure is one line, its SystemExit and KeyboardInterrupt too (not ours to obey)
     except (Exception, SystemExit, KeyboardInterrupt) as exc:  # noqa: BLE001
         where = plugin_line(exc)
-        warn(f"plugin {origin} failed to load{f' at {where}' if where else ''}: {type(exc).__name__}: {exc}")
+        warn(f"plugin {origin} failed to load: {type(exc).__name__}: {exc}{f' (at {where})' if where else ''}")
         return
     _state.names.append(origin)

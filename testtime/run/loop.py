@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from testtime.core.errors import PlanError, RunStopped
+from testtime.core.errors import RunStopped
 from testtime.core.records import Problem, Reference
 from testtime.core.results import Grading, ProblemResult, ResultRecord, StreamUpdate, read_steps
 from testtime.core.rollout import RolloutEngine
@@ -78,23 +78,6 @@ class Source(ABC):
         every one arrived and was answered, the learner's optimiser steps, a stream's order."""
 
 
-def unfounded_selection(result: ProblemResult) -> str | None:
-    """Why a result's selection names no candidate it has (None: it does, or names none): a selector's choice
-    (a plugin's reading a hostile reply as candidate 99) is recorded only as one of the problem's candidates."""
-    selection = result.selection
-    if selection is None or selection.index is None:
-        return None
-    chosen = next((c for c in result.candidates if c.index == selection.index), None)
-    if chosen is None:
-        return f"the {selection.selector or 'selector'} chose candidate {selection.index}, which it was not given"
-    if selection.answer != chosen.answer:
-        return (
-            f"the {selection.selector or 'selector'} chose candidate {selection.index} with the answer "
-            f"{selection.answer!r}, which is not that candidate's ({chosen.answer!r})"
-        )
-    return None
-
-
 @dataclass
 class Session:
     """One run while it runs: where its records go, the engine every call goes through, and the grader."""
@@ -108,9 +91,6 @@ class Session:
     async def answer(self, arrival: Arrival, learner: Learner, source: Source | None = None) -> ResultRecord:
         """The loop's one step: answer → grade → append → learn."""
         result = await learner.answer(arrival.problem, arrival.place)
-        refused = unfounded_selection(result)
-        if refused is not None:
-            raise PlanError(f"problem {arrival.problem.id}: {refused}")
         # off the event loop (code grading runs programs in the sandbox), so sampling carries on meanwhile
         grading = await asyncio.to_thread(self.grade, arrival, result)
         record = ResultRecord.of(result, grading)

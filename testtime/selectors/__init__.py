@@ -11,6 +11,7 @@ one-line errors; `build_selector(name, options)` is how methods get one, so `--s
 
 from __future__ import annotations
 
+import functools
 import random
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from testtime.core.calls import Calls
+from testtime.core.errors import PlanError
 from testtime.core.options import Options
 from testtime.core.records import Candidate, Completion, Message, Problem
 from testtime.core.registry import Registry
@@ -66,6 +68,28 @@ class Selector(ABC):
     def __init__(self, **options: Any) -> None:
         self.options = self.Options.parse(options, f"selector {self.name}")
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Every selector's `select` is held to its contract where it is written: the candidate it names is one
+        it was given, with that candidate's answer (a plugin's selector reading a hostile reply as candidate 99
+        would otherwise record a prediction no candidate gave)."""
+        super().__init_subclass__(**kwargs)
+        written = cls.__dict__.get("select")
+        if written is None or getattr(written, "checked", False):
+            return
+
+        @functools.wraps(written)
+        async def checked(
+            self: Selector, problem: Problem, candidates: Sequence[Candidate], ctx: SelectionContext
+        ) -> Selection:
+            selection = await written(self, problem, candidates, ctx)
+            refused = unfounded(selection, candidates, self.name)
+            if refused is not None:
+                raise PlanError(f"problem {problem.id}: {refused}")
+            return selection
+
+        checked.checked = True  # type: ignore[attr-defined]
+        cls.select = checked  # type: ignore[method-assign]
+
     @abstractmethod
     async def select(self, problem: Problem, candidates: Sequence[Candidate], ctx: SelectionContext) -> Selection:
         """Choose among candidates without labels."""
@@ -97,6 +121,21 @@ class Selector(ABC):
         model's samples, then every training step's programs run on them); none for a selector that reads
         answers alone. Execution: its model-written test inputs."""
         return []
+
+
+def unfounded(selection: Selection, candidates: Sequence[Candidate], name: str) -> str | None:
+    """Why a selection names no candidate it was given (None: it does, or names none)."""
+    if selection.index is None:
+        return None
+    chosen = next((c for c in candidates if c.index == selection.index), None)
+    if chosen is None:
+        return f"the {name} selector chose candidate {selection.index}, which it was not given"
+    if selection.answer != chosen.answer:
+        return (
+            f"the {name} selector chose candidate {selection.index} with the answer {selection.answer!r}, which is "
+            f"not that candidate's ({chosen.answer!r})"
+        )
+    return None
 
 
 SELECTORS: Registry[Selector] = Registry(
