@@ -1,13 +1,16 @@
-"""Adaptive compute, tokens against accuracy: fixed N in {1, 2, 4, 8, 16}, each early-stopping rule at two
-thresholds, and the confidence-weighted vote, on one set of problems.
+"""Adaptive compute, tokens and wall time against accuracy: fixed N in {1, 2, 4, 8, 16}, each early-stopping rule
+(ours and the papers' own procedures, `ac` and `esc`), and the confidence-weighted vote, on one set of problems.
 
-One real fixed run draws N samples per problem with their token statistics (`--logprobs`), and one real adaptive
-run with the default rule draws its own. Every other row is read off the fixed run's samples: an adaptive vote's
-samples are the fixed vote's first ones, seed for seed (`testtime/core/adaptive.py`), so walking a rule's waves
-over them is exactly what that run would draw. The script checks this on the real adaptive run (same samples,
-same stop, same prediction per problem) and exits 1 if it does not hold.
+One real fixed run draws N samples per problem with their token statistics (`--logprobs`); every table row is read
+off its samples: an adaptive vote's samples are the fixed vote's first ones, seed for seed
+(`testtime/core/adaptive.py`), so walking a rule's waves over them is exactly what that run would draw. Then a
+fixed run and an adaptive run (the default rule) back to back, as a user runs them (no --logprobs, the default
+concurrency), for wall time and the forward passes each took (the summary's `forward_passes`); the script checks
+that the real adaptive run drew what its reading off that fixed run says (same samples, same stop, same prediction
+per problem) and exits 1 if it does not hold.
 
     .venv/bin/python perf/adaptive.py                      # the embedded model, arith, 32 problems, N 16, T 1.0
+    .venv/bin/python perf/adaptive.py --bench-opt seed=2   # another 32 problems, that nobody tuned on
     .venv/bin/python perf/adaptive.py --model FOLDER --smoke   # any hf model folder, 4 problems, N 4
 """
 
@@ -21,6 +24,7 @@ from pathlib import Path
 import testtime
 from testtime.core.adaptive import Adaptive
 from testtime.evaluation.metrics import paired_difference_ci
+from testtime.evaluation.summary import RunSummary
 from testtime.experiments.adaptive_sweep import FixedVotes
 from testtime.experiments.curves import Point
 from testtime.run.directory import RunDir
@@ -32,6 +36,8 @@ RULES = [
     Adaptive(rule="posterior", threshold=0.95),
     Adaptive(rule="window", threshold=3),
     Adaptive(rule="window", threshold=4),
+    Adaptive(rule="ac"),  # Adaptive-Consistency as published: 0.95, after every sample, by text
+    Adaptive(rule="esc"),  # Early-Stopping Self-Consistency as published: disjoint windows of 5
 ]
 
 
@@ -67,29 +73,32 @@ def main() -> None:
         args.problems, args.n = 4, 4
     model = f"hf:{args.model}" if Path(args.model).is_dir() else args.model
     bench_options = dict(option.split("=", 1) for option in args.bench_opt)
-    common = {"bench": args.bench, "model": model, "limit": args.problems, "n": args.n, "logprobs": 0,
-              "temperature": args.temperature, "max_tokens": args.max_tokens, "concurrency": 64,
+    common = {"bench": args.bench, "model": model, "limit": args.problems, "n": args.n,
+              "temperature": args.temperature, "max_tokens": args.max_tokens,
               "bench_options": bench_options}  # fmt: skip
     with tempfile.TemporaryDirectory() as scratch:
         folder = args.keep or Path(scratch)
-        fixed_dir, adaptive_dir = folder / "fixed", folder / "adaptive"
-        testtime.run_method("majority", out=fixed_dir, **common)  # type: ignore[arg-type]
-        testtime.run_method("majority", out=adaptive_dir, adaptive=True, **common)  # type: ignore[arg-type]
-        votes = FixedVotes.read(fixed_dir)
-        real = {r.problem_id: r for r in RunDir(adaptive_dir).read_results()}
-    cap, records, default = votes.cap, votes.records, Adaptive()
-    base = votes.point(f"fixed N={cap}", [cap] * len(records))
+        testtime.run_method("majority", out=folder / "table", logprobs=0, concurrency=64, **common)  # type: ignore[arg-type]
+        votes = FixedVotes.read(folder / "table")
+        timed = {}
+        for name, adaptive in (("fixed", False), ("adaptive", True)):  # back to back, as a user runs them
+            timed[name] = testtime.run_method("majority", out=folder / name, adaptive=adaptive, **common).summary  # type: ignore[arg-type]
+        paired = FixedVotes.read(folder / "fixed")
+        real = {r.problem_id: r for r in RunDir(folder / "adaptive").read_results()}
+    default = Adaptive()
     mismatched = []
-    for r in records:
+    for r in paired.records:
         stop, answered = real[r.problem_id].adaptive, real[r.problem_id]
-        chosen = votes.pick(r, stop.drawn) if stop is not None else None
+        chosen = paired.pick(r, stop.drawn) if stop is not None else None
         if (
             stop is None
-            or stop.drawn != votes.stop(default, r)
+            or stop.drawn != paired.stop(default, r)
             or [c.text for c in answered.candidates] != [c.text for c in r.candidates[: stop.drawn]]
             or answered.prediction != (r.candidates[chosen].answer if chosen is not None else None)
         ):
             mismatched.append(r.problem_id)
+    cap, records = votes.cap, votes.records
+    base = votes.point(f"fixed N={cap}", [cap] * len(records))
     table = [["votes", "samples/problem", "tokens/problem", "tokens vs N", "accuracy [95% CI]", f"vs N={cap} (paired)"]]
     for k in sorted({1, 2, 4, 8, cap} & set(range(1, cap + 1))):
         table.append(row(votes, f"fixed N={k}", [k] * len(records), base))
@@ -109,10 +118,26 @@ def main() -> None:
     print(f"{args.bench}{options}, {len(records)} problems, {model}, {sampled}")
     for line in table:
         print("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)))
+    print()
+    print(timing(timed["fixed"], timed["adaptive"]))
     if mismatched:
         print(f"the real adaptive run differs from its reading off the fixed run on {mismatched}", file=sys.stderr)
         sys.exit(1)
     print(f"the real adaptive run (default rule) matches its reading off the fixed run on all {len(records)} problems")
+
+
+def timing(fixed: RunSummary, adaptive: RunSummary) -> str:
+    """The back-to-back pair: wall time, tokens, accuracy and forward passes, adaptive against fixed."""
+    lines = ["run       wall s   tokens    accuracy   batches  rows/batch"]
+    for name, summary in (("fixed", fixed), ("adaptive", adaptive)):
+        passes = summary.forward_passes
+        batches = f"{passes.batches:7d}  {passes.rows_per_batch or 0:10.1f}" if passes else "      -           -"
+        accuracy = summary.accuracy.mean if summary.accuracy else float("nan")
+        lines.append(f"{name:8s}  {summary.wall_s or 0:6.1f}  {summary.ledger.tokens:7,d}  {accuracy:9.3f}  {batches}")
+    wall = (adaptive.wall_s or 0) / (fixed.wall_s or 1)
+    tokens = adaptive.ledger.tokens / max(fixed.ledger.tokens, 1)
+    lines.append(f"adaptive / fixed: wall time {wall:.2f}, tokens {tokens:.2f}")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
