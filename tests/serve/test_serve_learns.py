@@ -25,7 +25,8 @@ from testtime.core.ledger import read_entries
 from testtime.core.results import ResultRecord, StreamUpdate
 
 LEARNING = ["--method", "ttrl", "--method-opt", "preset=cpu", "--method-opt", "update_every=4",
-            "--method-opt", "window=4", "--method-opt", "update_steps=2"]  # fmt: skip
+            "--method-opt", "window=4", "--method-opt", "update_steps=2", "--method-opt", "gate=false",
+            "--method-opt", "collapse=off"]  # fmt: skip
 
 
 @contextmanager
@@ -102,7 +103,7 @@ def test_a_served_model_learns_from_its_requests_restarts_on_its_last_weights_an
         learned = wait_for(url, 2)  # update 2 came due at the 8th request
         first["process"].kill()  # kill -9 with update 2's weights the last finished
     assert first["returncode"] == -signal.SIGKILL
-    updates = [StreamUpdate.model_validate_json(x) for x in (out / "stream" / "updates.jsonl").read_text().split()]
+    updates = [StreamUpdate.model_validate_json(x) for x in (out / "stream" / "updates.jsonl").read_text().splitlines()]
     assert [u.arrivals for u in updates] == [4, 8] and updates[-1].state == learned["steps"]
     assert {len(u.learned_from) for u in updates} == {4}
     served = [json.loads(x) for x in (out / "requests.jsonl").read_text().splitlines()]

@@ -66,6 +66,14 @@ def serve_command(
         str | None,
         Opt(envvar="TESTTIME_SERVE_API_KEY", help="clients must send this bearer key ($TESTTIME_SERVE_API_KEY)"),
     ] = None,
+    admin_key: Annotated[
+        str | None,
+        Opt(
+            envvar="TESTTIME_SERVE_ADMIN_KEY",
+            help="--method ttrl: the bearer key of POST /v1/testtime/weights, which moves the serving weights to a "
+            "kept version or the base model; never the clients' key ($TESTTIME_SERVE_ADMIN_KEY)",
+        ),
+    ] = None,
     max_requests: Annotated[int, Opt(help="requests answered at once; more wait their turn", min=1)] = 64,
     keepalive: Annotated[
         float, Opt(help="stream: seconds between keep-alive comments while the method runs", min=0.01)
@@ -118,6 +126,8 @@ def serve_command(
 
     if domain not in DOMAIN_CHOICES:
         raise UserError(f"--domain must be auto, math, code or text, not '{domain}'")
+    if admin_key is not None and (not admin_key.strip() or admin_key == api_key):
+        raise UserError("--admin-key must be a key of its own: not empty, and never the clients' --api-key")
     if not 0 <= port <= 65535:
         raise UserError(f"--port must be 0-65535 (0: any free one), not {port}")
     seconds = {"--keepalive": keepalive, "--drain-timeout": drain_timeout, "--max-body-mb": max_body_mb}
@@ -172,6 +182,7 @@ def serve_command(
         domain=domain,
         format_hint=format_hint,
         api_key=api_key,
+        admin_key=admin_key,
         max_requests=max_requests,
         keepalive_s=keepalive,
         drain_s=drain_timeout,

@@ -90,12 +90,25 @@ class TTRLVote(Record):
     flipped: bool | None = None  # the label changed since this prompt's last vote (None: first vote)
     classes: int = 0  # distinct answer classes or behaviours among the votes
     no_answer_rate: float = 0.0  # no answer, no code, or code that does not compile
+    # label=reflect: the majority's answer beside the reflective label, whether they differ, whether the
+    # reflection named no class (the majority is then the label); None where the label is the majority's
+    majority_label: str | None = None
+    label_differs: bool | None = None
+    label_fell_back: bool | None = None
     votes: tuple[str | None, ...] = Field(default=(), exclude=True)  # every voted sample's answer or program
     abstained: frozenset[int] = Field(default=frozenset(), exclude=True)  # votes that joined no class
     sandbox_seconds: float = Field(default=0.0, exclude=True)
     texts: tuple[str, ...] = Field(default=(), exclude=True)  # every vote's text (the novelty reward scores all)
     vote_rewards: tuple[float, ...] = Field(default=(), exclude=True)  # every vote's agreement reward
     token_stats: tuple[TokenStats, ...] = Field(default=(), exclude=True)  # kept samples' (confidence rewards)
+
+
+class TTRLKnowledge(Record):
+    """knowledge=trt: one rollout step's TRT reflections (`methods/ttrl/knowledge.py`)."""
+
+    asked: int = 0  # prompts whose vote rejected a class: one reflection each
+    parsed: int = 0  # reflections whose JSON parsed
+    entered: int = 0  # lessons that entered a prompt's list
 
 
 class TTRLStep(Record):
@@ -124,6 +137,7 @@ class TTRLStep(Record):
     label_flip_rate: float | None = None
     distinct_classes: float | None = None
     collapse_alarm: str | None = None
+    knowledge: TTRLKnowledge | None = None  # knowledge=trt, on a rollout step's first line; None otherwise
     votes: tuple[TTRLVote, ...] = ()
 
 
@@ -149,6 +163,27 @@ class AnsweredWith(Record):
     memory: tuple[int, ...] = ()  # shared memory: the ids of the items its prompts carried
 
 
+class GateSignals(Record):
+    """One set of weights on a learning endpoint's probe (`methods/ttrl/gate.py`)."""
+
+    questions: int
+    samples: int
+    answer_rate: float  # samples with an answer / samples
+    distinct_answers: int  # distinct winning answers across the questions that have one
+    answered_questions: int  # questions whose vote has a winning answer
+    vote_share: float | None  # mean share of the winning class over the questions that have one (None: none has)
+
+
+class GateVerdict(Record):
+    """The gate before a swap: both sets of weights' figures, the margin, and the verdict."""
+
+    serving: GateSignals
+    trained: GateSignals
+    accepted: bool
+    why: str | None = None  # why it was refused
+    answer_rate_margin: float
+
+
 class StreamUpdate(Record):
     """One change of a stream's state (`stream/updates.jsonl`): the state it made, from which arrivals."""
 
@@ -157,6 +192,12 @@ class StreamUpdate(Record):
     learned_from: tuple[str, ...]  # the problems it learned from (a TTRL window with its replay; one problem)
     seconds: float = 0.0
     added: tuple[int, ...] = ()  # shared memory: the items it added
+    # a learning endpoint's update (`methods/ttrl/background.py`); None in streams and older served runs
+    outcome: Literal["accepted", "refused", "skipped", "failed"] | None = None  # None: made and swapped in
+    weights: str | None = None  # the name its trained weights got (MODEL+ttrl@STEPS), accepted or not
+    trained_steps: int | None = None  # optimiser steps the endpoint had taken by then, refused updates' included
+    gate: GateVerdict | None = None  # the gate's figures (None: no gate ran)
+    why: str | None = None  # why it was refused, skipped or failed
 
 
 class ProblemResult(Record):

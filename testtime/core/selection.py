@@ -120,8 +120,28 @@ class ConsistencyEvidence(Record):
     judgement_usable: bool | None = None  # the pick named a reply and the grouping (if asked) named groups
 
 
+class ReflectionEvidence(Record):
+    """A reflective pseudo-label (`reflect`, SR-TTRL): the model, shown one representative per answer class, named
+    the answer it judges right; the majority's answer beside it, and whether the choice fell back to it."""
+
+    kind: Literal["reflection"] = "reflection"
+    clusters: tuple[tuple[int, ...], ...] = ()  # candidate indices per answer class, largest first (the vote's)
+    shown: tuple[int, ...] = ()  # the representatives' candidate indices, in the order shown
+    majority_answer: str | None = None
+    reflected_answer: str | None = None  # what the reflection's reply boxed (None: nothing, or no reply)
+    differs: bool = False  # the chosen label is not the majority's
+    fell_back: bool = False  # the reply named no class: the majority's answer is the label
+    reason: str | None = None  # why no reflection was asked, or why it fell back
+    reply: str = ""  # the reflection's reply (its last 2,000 characters)
+
+
 Evidence = Annotated[
-    VoteEvidence | ExclusivityEvidence | ExecutionEvidence | SimilarityEvidence | ConsistencyEvidence,
+    VoteEvidence
+    | ExclusivityEvidence
+    | ExecutionEvidence
+    | SimilarityEvidence
+    | ConsistencyEvidence
+    | ReflectionEvidence,
     Field(discriminator="kind"),
 ]
 

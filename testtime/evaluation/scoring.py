@@ -172,7 +172,7 @@ def summarize(
             coverage=[mean(a.coverage[t] for a in audits) for t in range(depth)],
             pass_at_1=[mean(a.rollout_mean[t] for a in audits) for t in range(depth)],
         )
-    health = knowledge_health(records)
+    health = knowledge_health(records) or ttrl_knowledge_health(steps)
     if health is not None:
         values["trt_knowledge"] = health
     rollouts = [sum(len(r.candidates) for r in record.rounds) for record in records if record.rounds]
@@ -208,6 +208,21 @@ def knowledge_health(records: Sequence[ResultRecord]) -> KnowledgeHealth | None:
         reflections_parsed=sum(reflected),
         lessons_entered=sum(sum(added) for added in lists) if kept else None,
         problems_with_lessons=sum(sum(added) > 0 for added in lists) if kept else None,
+    )
+
+
+def ttrl_knowledge_health(steps: Sequence[TTRLStep]) -> KnowledgeHealth | None:
+    """TTRL with knowledge=trt: its rollout steps' reflections and lessons (no strategy lists); None without."""
+    counted = [s.knowledge for s in steps if s.knowledge is not None]
+    if not counted:
+        return None
+    return KnowledgeHealth(
+        strategy_lists=0,
+        strategy_lists_parsed=0,
+        reflections=sum(k.asked for k in counted),
+        reflections_parsed=sum(k.parsed for k in counted),
+        lessons_entered=sum(k.entered for k in counted),
+        problems_with_lessons=None,  # a step's counts do not say which prompts
     )
 
 

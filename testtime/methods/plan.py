@@ -117,9 +117,9 @@ class Plan:
         record = {"name": method.name, **(options or method.options).model_dump(), **described}
         if selector is not None:
             record["selector"] = selector.describe()
-        kinds = selector.call_kinds() if selector is not None else ()
+        asked = selector.call_sampling(base) if selector is not None else {}
         return cls(
-            sampling={**dict.fromkeys(kinds, base), **sampling},  # what the method set for a kind wins
+            sampling={**asked, **sampling},  # what the method set for a kind wins
             samples=samples,
             calls=calls,
             rounds=rounds,

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 from testtime.core.calls import Calls
 from testtime.core.errors import PlanError
 from testtime.core.options import Options
-from testtime.core.records import Candidate, Completion, Message, Problem
+from testtime.core.records import Candidate, Completion, Message, Problem, SamplingParams
 from testtime.core.registry import Registry
 from testtime.core.selection import Selection
 from testtime.sandbox import Sandbox
@@ -101,6 +101,11 @@ class Selector(ABC):
         """The kinds of model call selecting makes (execution: its test inputs; usc: its judgement)."""
         return ()
 
+    def call_sampling(self, base: SamplingParams) -> dict[str, SamplingParams]:
+        """What each of its kinds of call sends, given the run's sampling (`base`): the run's, unless a selector
+        asks otherwise (`reflect`'s judgement is greedy)."""
+        return dict.fromkeys(self.call_kinds(), base)
+
     def planned_calls(self) -> int:
         """Model calls selecting one problem makes by construction (at most): one per kind unless said."""
         return len(self.call_kinds())
@@ -139,7 +144,8 @@ def unfounded(selection: Selection, candidates: Sequence[Candidate], name: str) 
 
 
 SELECTORS: Registry[Selector] = Registry(
-    "selector", tuple(f"testtime.selectors.{m}" for m in ("majority", "exclusivity", "execution", "freeform"))
+    "selector",
+    tuple(f"testtime.selectors.{m}" for m in ("majority", "exclusivity", "execution", "freeform", "reflect")),
 )
 DEFAULTS = {"math": "majority", "code": "execution", "text": "medoid"}
 

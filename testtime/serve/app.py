@@ -24,13 +24,14 @@ import socket
 import sqlite3
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from aiohttp import web
 
-from testtime.core.errors import RunStopped, storage_failure
+from testtime.core.errors import RunStopped, UserError, storage_failure
 from testtime.serve.limits import ServeLimits, sweep_connections
 from testtime.serve.protocol import (
     BadRequest,
@@ -49,9 +50,6 @@ from testtime.serve.session import Answered, PlannedRequest, ServedRecord, Serve
 T = TypeVar("T")
 KEEPALIVE_S = 5.0
 STOP_GRACE_S = 15.0
-# a learning server's update in flight stops at its next optimiser step (checkpointed) before the process ends:
-# a rollout step of the cpu preset takes about a minute on 2 cores
-LEARNING_GRACE_S = 300.0
 LAND_S = 10.0  # after the drain: what calls in flight have to land in the ledger (within STOP_GRACE_S)
 SHUT_DOWN = "the server shut down before this request was answered; send it again"
 ERROR_CODES = {
@@ -72,14 +70,17 @@ class ServeApp:
         keepalive_s: float = KEEPALIVE_S,
         log: Callable[[ServedRecord], None] | None = None,
         limits: ServeLimits | None = None,
+        admin_key: str | None = None,
     ) -> None:
         self.served, self.api_key, self.keepalive_s, self.log = served, api_key, keepalive_s, log
+        self.admin_key = admin_key
         self.limits = limits or ServeLimits()
         self.model = served.settings.model
         self._slots = asyncio.Semaphore(max_requests)
         self.in_flight: set[asyncio.Task[Answered]] = set()
         self.answering: set[asyncio.Task[Answered]] = set()  # in flight and past the slots (not waiting)
         self.draining = False
+        self.stopped_at: float | None = None  # when a stop signal came (the drain's clock)
         self.cannot_write: str | None = None  # the last failed write of a request's records, until one succeeds
         self.stop_timer: threading.Timer | None = None  # armed by a stop signal; `disarm` once all is written
         self.app = web.Application(client_max_size=self.limits.max_body_bytes, middlewares=[self._errors])
@@ -88,6 +89,7 @@ class ServeApp:
         self.app.router.add_post("/v1/responses", self.responses)
         self.app.router.add_get("/v1/models", self.models)
         self.app.router.add_get("/health", self.health)
+        self.app.router.add_post("/v1/testtime/weights", self.weights)
 
     @web.middleware
     async def _errors(self, request: web.Request, handler: Callable[..., Any]) -> web.StreamResponse:
@@ -132,6 +134,10 @@ class ServeApp:
             sys.stderr.write("writing again: requests are recorded and answered\n")
             self.cannot_write = None
 
+    def drain_left(self, drain_s: float) -> float:
+        """What is left of the drain timeout since the stop signal (all of it before one)."""
+        return drain_s if self.stopped_at is None else max(0.0, drain_s - (time.monotonic() - self.stopped_at))
+
     def disarm(self) -> None:
         """The stop finished (summary written): the watchdog need not end the process."""
         if self.stop_timer is not None:
@@ -147,7 +153,36 @@ class ServeApp:
 
     async def models(self, request: web.Request) -> web.Response:
         self._authorised(request)
-        return web.json_response(models_body(self.model, prefixes=self.served.learning is None))
+        learning = self.served.learning
+        kept = learning.background.kept_names() if learning is not None else None
+        return web.json_response(models_body(self.model, prefixes=learning is None, kept=kept))
+
+    async def weights(self, request: web.Request) -> web.Response:
+        """`POST /v1/testtime/weights {"weights": "base" | STEPS | "MODEL+ttrl@STEPS"}`: an operator moves the
+        serving weights of a learning server to a kept version or the base model. Its own key (`--admin-key`),
+        never a client's: 401 without one, 403 with another."""
+        scheme, _, given = request.headers.get("Authorization", "").strip().partition(" ")
+        if self.admin_key is None:
+            raise BadRequest("no --admin-key was set: the serving weights cannot be moved on this server", 403)
+        if scheme.lower() != "bearer" or not given.strip():
+            raise BadRequest("the admin route needs Authorization: Bearer ADMIN_KEY", 401, "invalid_api_key")
+        if not hmac.compare_digest(given.strip().encode(), self.admin_key.encode()):
+            raise BadRequest("not the admin key", 403, "permission_denied")
+        if self.served.learning is None:
+            raise BadRequest("this server does not learn: it has no weights to move", 404, "not_found")
+        try:
+            body = json.loads(await asyncio.wait_for(request.read(), self.limits.body_timeout_s) or b"{}")
+        except (ValueError, TimeoutError):
+            raise BadRequest('the body must be JSON: {"weights": "base" | STEPS | "MODEL+ttrl@STEPS"}') from None
+        asked = body.get("weights") if isinstance(body, dict) else None
+        if not isinstance(asked, str | int) or isinstance(asked, bool):
+            raise BadRequest('\'weights\' must name kept weights: "base", STEPS or "MODEL+ttrl@STEPS"')
+        try:
+            name = await self.served.learning.move(str(asked))
+        except UserError as exc:
+            raise BadRequest(str(exc), 404, "not_found") from None
+        sys.stderr.write(f"the serving weights were moved to {name} (admin)\n")
+        return web.json_response({"weights": name})
 
     async def health(self, request: web.Request) -> web.Response:
         status = "draining" if self.draining else "cannot_write" if self.cannot_write else "ok"
@@ -162,7 +197,7 @@ class ServeApp:
         raw = await self._read(request)
         parsed = await asyncio.to_thread(self._parse, raw, parse_request)  # a large body never stalls the others
         request_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
-        task = await self._start(parsed, request_id)
+        task = await self._start(parsed, request_id, client_of(request, parsed))
         if parsed.stream:
             return await self._stream(request, parsed, request_id, task)
         answered = await _outcome(task)  # a client that hangs up does not cancel calls already paid for
@@ -180,7 +215,8 @@ class ServeApp:
         raw = await self._read(request)
         prompts = await asyncio.to_thread(self._parse, raw, parse_completions)
         request_id = f"cmpl-{uuid.uuid4().hex[:24]}"
-        tasks = [await self._start(p, f"{request_id}-{i}") for i, p in enumerate(prompts)]
+        client = client_of(request, prompts[0])
+        tasks = [await self._start(p, f"{request_id}-{i}", client) for i, p in enumerate(prompts)]
         outcomes = [await _outcome(task) for task in tasks]
         answered = [a for a in outcomes if a is not None]
         if len(answered) < len(outcomes):
@@ -217,14 +253,14 @@ class ServeApp:
         except web.HTTPRequestEntityTooLarge:
             raise BadRequest(_too_large(self.limits), 413, "request_too_large") from None
 
-    async def _start(self, parsed: ServedRequest, request_id: str) -> asyncio.Task[Answered]:
+    async def _start(self, parsed: ServedRequest, request_id: str, client: str) -> asyncio.Task[Answered]:
         """Check what a request may ask, then answer it as a task of its own (in flight until it lands)."""
         if parsed.domain == "code" and not self.limits.code_requests:
             raise BadRequest("this server does not run programs: start it with --domain code or --code-requests", 403)
         planned = self.served.plan_for(parsed, self.limits.max_calls)
         if parsed.domain == "code":
             await self.served.open_sandbox()
-        task = asyncio.create_task(self._answer(parsed, planned, request_id))
+        task = asyncio.create_task(self._answer(parsed, planned, request_id, client))
         self.in_flight.add(task)
         task.add_done_callback(self.in_flight.discard)
         task.add_done_callback(self.answering.discard)
@@ -243,10 +279,10 @@ class ServeApp:
         cap = settings.max_tokens or self.limits.max_request_tokens
         return parse(body, self.model, settings.method, self.served.domain, self.limits.max_messages, max_tokens=cap)
 
-    async def _answer(self, parsed: ServedRequest, planned: PlannedRequest, request_id: str) -> Answered:
+    async def _answer(self, parsed: ServedRequest, planned: PlannedRequest, request_id: str, client: str) -> Answered:
         async with self._slots:
             self.answering.add(asyncio.current_task())  # type: ignore[arg-type]
-            answered = await self.served.answer(parsed, planned, request_id)
+            answered = await self.served.answer(parsed, planned, request_id, client)
         self._wrote()
         if self.log is not None:
             self.log(answered.record)
@@ -325,14 +361,14 @@ class ServeApp:
         def on_signal(signum: int, frame: object) -> None:
             # A Python-level handler, not the loop's: it runs (and arms the watchdog) even while the loop is busy.
             if self.stop_timer is None:
-                learning = LEARNING_GRACE_S if self.served.learning is not None else 0.0
-                self.stop_timer = _watchdog(drain_s + STOP_GRACE_S + learning)
+                self.stop_timer = _watchdog(drain_s + STOP_GRACE_S)
             loop.call_soon_threadsafe(stop.set)
 
         previous = {signum: signal.signal(signum, on_signal) for signum in (signal.SIGINT, signal.SIGTERM)}
         try:
             await stop.wait()
             self.draining = True
+            self.stopped_at = time.monotonic()
             await site.stop()  # no new connections; requests in flight go on
             if self.in_flight:
                 await asyncio.wait(set(self.in_flight), timeout=drain_s)
@@ -375,6 +411,14 @@ async def _outcome(task: asyncio.Task[Answered]) -> Answered | None:
 
 def _too_large(limits: ServeLimits) -> str:
     return f"the body is over {limits.max_body_mb:g} MB (--max-body-mb)"
+
+
+def client_of(request: web.Request, parsed: ServedRequest) -> str:
+    """Who asks, for a learning server's windows: the OpenAI `user` field, else the address the request came from
+    (this server takes one API key, whose label tells no two clients apart)."""
+    if parsed.user:
+        return f"user:{parsed.user}"
+    return f"address:{request.remote or 'unknown'}"
 
 
 def _host(address: str) -> str:

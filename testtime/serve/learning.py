@@ -1,41 +1,38 @@
-"""A served run that learns from the questions it is asked, without labels (`serve --method ttrl`).
+"""A served run that learns from the questions it is asked, without labels (`serve --method ttrl`): its HTTP-facing
+half (what a request is answered by, what `/health` says, resuming on the same `--out`). The schedule — windows,
+the gate, the weights kept and rollback — is the TTRL package's (`methods/ttrl/background.py`).
 
-The server holds one online TTRL learner, the stream's (`methods/ttrl/online.py`). A request is answered as a
-stream's arrival is: a vote among the evaluation's samples of the current weights. Once it is answered and
-appended it joins the learner's buffer, and every `update_every` requests an update comes due: it runs in the
-background, one at a time, on its own window (the last `window` requests up to its due point, plus `replay`
-older ones), so no request waits for training. Meanwhile the weights as they were go on answering; the trained
-ones are loaded before they replace them, between two requests' votes (a vote that started on the old weights
-finishes on them, and they are dropped once the last such vote ends). Every reply names the weights that
-answered it (`MODEL+ttrl@STEPS`, the base model's name before the first update).
+A request is answered as a stream's arrival is: a vote among the evaluation's samples of the weights that serve
+(or of the kept weights its model name asks for, `MODEL+ttrl@STEPS`). Once answered it is admitted to an update's
+window, held out for the gate's probe, or answered and not learned from (`methods/ttrl/admission.py`), and its
+`requests.jsonl` line says which (`client`, `learned`, `learned_why`) and names the weights that answered it.
 
-The run directory records the updates as a stream's: `stream/updates.jsonl`, each update's `ttrl/steps.jsonl`
-(steps, rewards, votes, the label-free health signals, the collapse alarm) and a `train_step` ledger line per
-optimiser step. Served again on its `--out`, the run answers with the last finished update's weights from its
-first request; an update that was due or in flight runs again in the background (from its last checkpoint).
-`collapse=stop` freezes the weights once the alarm fires; `freeze=true` serves the weights as they are and
-trains nothing (updates that come due meanwhile run once it is served without it).
+Served again on its `--out`, the run rebuilds the probe and the windows from `requests.jsonl`, the kept weights
+and the updates from `stream/updates.jsonl`, and serves what served when it stopped (the last accepted update's
+weights, or an operator's later choice in `stream/weights.jsonl`; `--method-opt weights=STEPS|base` overrides
+both, recorded); an update that was due or in flight runs again in the background.
 """
 
 from __future__ import annotations
 
-import asyncio
+import json
 import sys
-from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from testtime.core.errors import RunStopped
+from testtime.core.errors import UserError
 from testtime.core.records import Message, Problem
 from testtime.core.results import ProblemResult, StreamUpdate
-from testtime.core.rollout import RolloutEngine
 from testtime.methods import MethodContext
 from testtime.methods.learner import Learner
 from testtime.methods.majority import vote
+from testtime.methods.ttrl.admission import Admission
+from testtime.methods.ttrl.background import BackgroundUpdates
 from testtime.methods.ttrl.online import OnlineTTRL
 from testtime.run.directory import RunDir
-from testtime.run.engine import method_calls
 from testtime.run.stream import StreamFiles
+
+PROBE_WHY = "held out"
 
 
 def prompt_of(problem: Problem) -> list[Message]:
@@ -44,7 +41,7 @@ def prompt_of(problem: Problem) -> list[Message]:
 
 
 class ServedLearning:
-    """The server's learner: the weights that answer now, the updates that run behind them."""
+    """The server's learner: what answers now, and the updates behind it."""
 
     def __init__(self, online: OnlineTTRL, ctx: MethodContext, directory: RunDir) -> None:
         """`online`: the server's method's learner on `ctx`, the server's context (its plan, seed and run folder;
@@ -52,128 +49,118 @@ class ServedLearning:
         self.ctx, self.online = ctx, online
         self.online.serving = True
         self.directory, self.files = directory, StreamFiles(directory.path)
-        self.arrivals = 0  # requests that entered the learner, in every lifetime of the run
-        self.task: asyncio.Task[None] | None = None
-        self.voting: Counter[int] = Counter()  # votes under way per engine (by id): retired weights wait for them
-        self.retired: dict[int, RolloutEngine] = {}
-        self.failed: str | None = None  # an update that raised: the weights stay as they are, the server goes on
+        self.arrivals = 0  # requests answered, in every lifetime of the run
         self.warn: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True)
+        self.background = BackgroundUpdates(online, ctx, self.files, lambda line: self.warn(line))
 
     @property
     def weights(self) -> str:
-        """The name of the weights that answer now."""
-        return self.online.engine.model_name
+        """The name of the weights that serve now."""
+        return self.background.name(self.background.serving)
 
     def health(self) -> dict[str, Any]:
-        """What `/health` says of the learning: the weights answering, the updates made, whether one is training."""
-        online = self.online
-        return {
-            "weights": self.weights,
-            "updates": online.updates,
-            "steps": online.steps,
-            "updating": self.task is not None and not self.task.done(),
-            "requests": len(online.buffer),
-            "frozen": bool(online.settings.freeze or online.collapsed or self.failed),
-        }
+        return self.background.health()
+
+    def sent(self) -> str:
+        """What each request is answered by, for the console at start."""
+        s = self.online.settings
+        return (
+            f"learning server: each request is answered by a vote of {s.eval_samples} samples at temperature "
+            f"{s.eval_temperature:g}, {s.max_response} new tokens each; an update every {s.update_every} requests "
+            f"learned from (its window: the last {s.window}), {s.gate_probe} questions held out for the gate"
+            + ("" if s.gate else " (gate off)")
+            + f", the last {s.keep_weights} accepted weights kept"
+        )
 
     async def open(self) -> str:
-        """Rebuild what an earlier lifetime learned (the buffer, the last finished update's weights) and start
-        the updates that were due; what was done, for the console."""
+        """Rebuild what an earlier lifetime learned and serve what served then; what was done, for the console."""
+        background, s = self.background, self.online.settings
         records = [r for r in self.directory.read_results() if r.answered_with is not None]
         problems = self.directory.read_problems()
-        buffer = [problems[r.problem_id] for r in records if r.problem_id in problems]
+        requests = {str(entry.get("id")): entry for entry in self.directory.read_requests()}
+        for record in records:
+            problem, entry = problems.get(record.problem_id), requests.get(record.problem_id, {})
+            if problem is None:
+                continue
+            learned = entry.get("learned")
+            why = entry.get("learned_why")
+            admission = Admission(learned is not False, why, probe=bool(why and why.startswith(PROBE_WHY)))
+            background.windows.restore(problem, str(entry.get("client") or "unknown"), admission)
+            background.answered[problem.id] = record.prediction is not None
+        self.arrivals = max((r.answered_with.arrival + 1 for r in records if r.answered_with), default=0)
         self.files.repair()
         updates = self.files.read_updates()
-        await self.online.restore_state(buffer, updates)
-        self.arrivals = max((r.answered_with.arrival + 1 for r in records if r.answered_with), default=0)
-        self._start_updates()
+        self._restore_updates(updates)
+        moved = self._last_move(len(updates))
+        chosen = s.weights or moved
+        if chosen is not None:
+            try:
+                await background.move(chosen, "restart" if s.weights else "restored")
+            except UserError as exc:
+                raise UserError(f"--method-opt weights={chosen}: {exc}") from None
+        elif background.serving:
+            background.engines[background.serving] = await background._load(background.serving)
+        self.online.steps = background.serving
+        background.start()
         if not records:
             return ""
-        due = self.online.due()
+        due = background.windows.due()
         return (
-            f"learning resumed: {len(buffer)} requests learned from, {len(updates)} updates; answering with "
-            f"{self.weights}" + (f"; {due} due update(s) run in the background" if due else "")
+            f"learning resumed: {len(background.windows.admitted)} requests learned from, {len(updates)} updates; "
+            f"answering with {self.weights}" + (f"; {due} due update(s) run in the background" if due else "")
         )
 
-    def arrival(self, ctx: MethodContext) -> Learner:
-        """The learner one request is answered through (its own prompt, seed and plan)."""
-        return ServedArrival(self, ctx)
+    def _restore_updates(self, updates: list[StreamUpdate]) -> None:
+        """The recorded updates: accepted ones whose weights are still on disk are kept versions (an older run
+        kept only its newest); the last accepted serves."""
+        background, online = self.background, self.online
+        background.updates = list(updates)
+        background.windows.started = len(updates)
+        for number, update in enumerate(updates, 1):
+            if update.outcome in (None, "accepted"):
+                steps = update.state
+                final = online._folder(number) / "ttrl" / "final"
+                if steps and final.is_dir():
+                    background.versions[steps] = str(final)
+                background.serving = steps if steps in background.versions else background.serving
+            background.trained = max(background.trained, update.trained_steps or update.state)
+        online.updates = len(updates)
+        online.collapsed = online._stopped_by_alarm(len(updates)) if updates else None
 
-    # -- updates ----------------------------------------------------------------------------------------------
+    def _last_move(self, updates: int) -> str | None:
+        """An operator's choice made after the last recorded update (`stream/weights.jsonl`), if any."""
+        path = self.files.folder / "weights.jsonl"
+        moves = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+        last = moves[-1] if moves else None
+        return str(last["steps"]) if last is not None and last.get("after_updates", 0) >= updates else None
 
-    def _start_updates(self) -> None:
-        if self.online.settings.freeze or self.failed or (self.task is not None and not self.task.done()):
-            return
-        if self.online.due() and self.ctx.engine.stop is None:
-            self.task = asyncio.create_task(self._updates())
+    def arrival(self, ctx: MethodContext, client: str, weights: str | None) -> Learner:
+        """The learner one request is answered through (its own prompt, seed and plan; its client; the kept
+        weights its model name asks for)."""
+        return ServedArrival(self, ctx, client, weights)
 
-    async def _updates(self) -> None:
-        """Every due update, one after the other, each swapping its weights in when it is done."""
-        try:
-            with method_calls(self.ctx):
-                while self.online.due() and self.ctx.engine.stop is None:
-                    before = self.online.engine
-                    update = await self.online.update()
-                    self.files.append_update(update)
-                    self._retire(before)
-                    self._said(update)
-        except RunStopped:
-            return  # the server is stopping: the step in flight was checkpointed, and runs again on restart
-        except Exception as exc:  # noqa: BLE001 - a failed update must not take the endpoint down with it
-            self.failed = f"{type(exc).__name__}: {exc}"
-            self.warn(
-                f"update {self.online.updates + 1} failed ({self.failed}); serving {self.weights}, learning no more"
-            )
+    async def move(self, asked: str) -> str:
+        """An operator's move of the serving weights (the admin route)."""
+        return await self.background.move(asked, "admin")
 
-    def _said(self, update: StreamUpdate) -> None:
-        alarm = f"; collapse alarm: {self.online.collapsed} (weights frozen)" if self.online.collapsed else ""
-        self.warn(
-            f"update {self.online.updates}: {len(update.learned_from)} requests, {update.seconds:.0f} s; "
-            f"now answering with {self.weights}{alarm}"
-        )
-
-    def _retire(self, engine: RolloutEngine) -> None:
-        """Weights replaced by an update are dropped once no vote is still drawing from them."""
-        if engine is self.online.engine:
-            return
-        self.retired[id(engine)] = engine
-        self._drop_unused()
-
-    def borrow(self) -> tuple[RolloutEngine, int]:
-        """The weights that answer now and their steps, held until `give_back` (an update may replace them)."""
-        engine = self.online.engine
-        self.voting[id(engine)] += 1
-        return engine, self.online.steps
-
-    def give_back(self, engine: RolloutEngine) -> None:
-        self.voting[id(engine)] -= 1
-        self._drop_unused()
-
-    def _drop_unused(self) -> None:
-        for key in [k for k in self.retired if not self.voting[k]]:
-            engine = self.retired.pop(key)
-            if engine.model is not None:
-                asyncio.get_running_loop().create_task(engine.model.aclose())
-
-    async def close(self) -> None:
-        """Stop an update in flight at its next optimiser step (checkpointed: a restart runs it again) and wait
-        for it; the server's engine is stopped by then."""
-        if self.task is not None and not self.task.done():
-            if self.ctx.engine.stop is None:
-                self.ctx.engine.request_stop(RunStopped("the server stopped"))
-            await asyncio.gather(self.task, return_exceptions=True)
+    async def close(self, timeout: float = 0.0) -> bool:
+        """Stop the update in flight (abandoned after `timeout` seconds); whether one was abandoned."""
+        abandoned = await self.background.close(timeout)
         await self.online.close()
+        return abandoned
 
 
 class ServedArrival(Learner):
-    """One request in the served learner: answered by the weights current when its vote starts, then buffered."""
+    """One request in the served learner: answered by the weights it finds serving (or asks for), then admitted."""
 
     kind = "weights"
 
-    def __init__(self, learning: ServedLearning, ctx: MethodContext) -> None:
-        self.learning, self.ctx = learning, ctx
+    def __init__(self, learning: ServedLearning, ctx: MethodContext, client: str, pinned: str | None) -> None:
+        self.learning, self.ctx, self.client = learning, ctx, client
+        self.pinned = learning.background.version(pinned) if pinned is not None else None
         self.steps = 0
         self.weights = learning.weights  # the name of the weights that answered, once it is answered
+        self.admission: Admission | None = None
 
     @property
     def state(self) -> int:
@@ -183,16 +170,21 @@ class ServedArrival(Learner):
         learning = self.learning
         if learning.ctx.engine.stop is not None:
             raise learning.ctx.engine.stop
-        engine, self.steps = learning.borrow()
-        self.weights = engine.model_name
+        engine, self.steps = await learning.background.borrow(self.pinned)  # taken together: what answers is named
+        self.weights = learning.background.name(self.steps)
         place, learning.arrivals = learning.arrivals, learning.arrivals + 1
         try:
             result = await vote(problem, self.ctx, engine)
         finally:
-            learning.give_back(engine)
+            learning.background.give_back(self.steps)
         return result.model_copy(update={"answered_with": self.answered_with(place)})
 
     async def learn(self, problem: Problem, result: ProblemResult) -> StreamUpdate | None:
-        self.learning.online.buffer.append(problem)
-        self.learning._start_updates()
+        self.admission = self.learning.background.admit(problem, self.client, result)
         return None  # recorded by the update itself, when it has run
+
+    def recorded(self) -> dict[str, Any]:
+        """What its `requests.jsonl` line says of it: the weights that answered, who asked, whether it is learned."""
+        admission = self.admission or Admission(False, "not answered")
+        return {"weights": self.weights, "client": self.client, "learned": admission.learned,
+                "learned_why": admission.why}  # fmt: skip

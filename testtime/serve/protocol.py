@@ -71,6 +71,8 @@ class ServedRequest:
     adaptive: Adaptive | bool | None = (
         None  # testtime.adaptive: a rule, true (the server's or the default), false; None: the server's
     )
+    user: str | None = None  # the OpenAI `user` field: who asks, where no API key's label says (a learning server)
+    weights: str | None = None  # a learning server's kept weights the model name asks for (`MODEL+ttrl@STEPS`)
 
     @property
     def statement(self) -> str:
@@ -81,6 +83,9 @@ class ServedRequest:
 def last_user_turn(messages: list[Message]) -> str:
     """A conversation's problem: its last user turn (parsing makes sure there is one)."""
     return next(m.content for m in reversed(messages) if m.role == "user")
+
+
+MAX_USER_CHARS = 256
 
 
 def parse_request(
@@ -106,6 +111,7 @@ def parse_request(
     for unsupported in ("tools", "functions", "response_format", "logprobs"):
         if body.get(unsupported):
             raise BadRequest(f"'{unsupported}' is not supported by testtime serve")
+    model, weights = _weights_of(model, served_model)
     named, options, n = _method_of(model, served_model)
     extra = body.get("testtime") or {}
     if not isinstance(extra, dict):
@@ -153,8 +159,12 @@ def parse_request(
     stream_options = body.get("stream_options") or {}
     include_usage = bool(isinstance(stream_options, dict) and stream_options.get("include_usage"))
     stop = _stop(body.get("stop"))
+    user = body.get("user")
+    if user is not None and (not isinstance(user, str) or len(user) > MAX_USER_CHARS):
+        raise BadRequest(f"'user' must be a string of at most {MAX_USER_CHARS} characters")
     return ServedRequest(
-        messages, method, options, n, domain, model, domain_from, stream, include_usage, sampling, stop, adaptive
+        messages, method, options, n, domain, weights or model, domain_from, stream, include_usage, sampling, stop,
+        adaptive, user or None, weights and weights.rpartition("+ttrl@")[2],
     )  # fmt: skip
 
 
@@ -257,6 +267,15 @@ def _known_method(name: object) -> str:
     return str(name)
 
 
+def _weights_of(model: str, served_model: str) -> tuple[str, str | None]:
+    """A learning server's weights named in the model (`MODEL+ttrl@STEPS`): the model name without them, and the
+    name as asked (None: it names none). Whether they are kept is the server's to say."""
+    base, marker, steps = model.rpartition("+ttrl@")
+    if marker and steps.isdigit() and len(steps) <= 12 and _served_name(base, served_model):
+        return base, model
+    return model, None
+
+
 def _method_of(model: str, served_model: str) -> tuple[str | None, dict[str, Any], int | None]:
     """The method a model name asks for: `NAME` (None: the server's method), or `METHOD[-NUMBERS]/NAME`."""
     if _served_name(model, served_model):
@@ -351,8 +370,9 @@ def text_completion_body(
     }
 
 
-def models_body(served_model: str, prefixes: bool = True) -> dict[str, Any]:
+def models_body(served_model: str, prefixes: bool = True, kept: list[str] | None = None) -> dict[str, Any]:
     """The served model, and the same model under each method's prefix with its default options (not on a
-    server that learns: each request there is answered by its own method)."""
+    server that learns: each request there is answered by its own method; it lists its `kept` weights)."""
     names = [served_model, *(f"{m}/{served_model}" for m in (served_methods() if prefixes else ()))]
+    names += [name for name in kept or [] if name != served_model]
     return {"object": "list", "data": [{"id": n, "object": "model", "owned_by": "testtime"} for n in names]}

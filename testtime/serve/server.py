@@ -36,6 +36,7 @@ def serve(
     format_hint: bool,
     api_key: str | None,
     max_requests: int,
+    admin_key: str | None = None,
     keepalive_s: float,
     drain_s: float,
     log: Callable[[ServedRecord], None] | None,
@@ -87,18 +88,27 @@ def serve(
         listener.close()
         opened.release()
         raise
-    app = ServeApp(session, api_key=api_key, max_requests=max_requests, keepalive_s=keepalive_s, log=log, limits=limits)
+    app = ServeApp(
+        session,
+        api_key=api_key,
+        max_requests=max_requests,
+        keepalive_s=keepalive_s,
+        log=log,
+        limits=limits,
+        admin_key=admin_key,
+    )
 
     async def main() -> None:
         try:
             if session.learning is not None:
+                session.learning.warn(session.learning.sent())
                 said = await session.learning.open()
                 if said:
                     session.learning.warn(said)
             await app.run(listener, lambda url: on_ready(url, opened.directory.path), drain_s)
         finally:
-            if session.learning is not None:
-                await session.learning.close()  # an update in flight stops at its next step, checkpointed
+            if session.learning is not None:  # an update in flight stops at its next step, or is abandoned
+                await session.learning.close(timeout=app.drain_left(drain_s))
             await model.aclose()
 
     try:

@@ -70,6 +70,11 @@ class ServedRecord(BaseModel):
     warnings: list[str] = []  # what makes this answer less than it seems (greedy samples: `evaluation/caveats.py`)
     # the weights that answered (`MODEL+ttrl@STEPS`) on a server that learns (`serve/learning.py`); else absent
     weights: str | None = None
+    # a server that learns: who asked (its API key's label, else the `user` field, else its address), whether it
+    # is learned from (admitted to an update's window) and why not (`methods/ttrl/admission.py`); else absent
+    client: str | None = None
+    learned: bool | None = None
+    learned_why: str | None = None
     latency_s: float
     calls: int
     prompt_tokens: int
@@ -184,6 +189,16 @@ class ServedRun:
                 f"this server learns from its requests (--method {name}): each is answered by its current "
                 f"weights with the server's options; send the model name {self.settings.model} without a method"
             )
+        if request.n is not None:  # what it samples is what it learns from: the server's, for every request
+            raise BadRequest(
+                f"'testtime.n' is not taken by a server that learns: every request is answered by "
+                f"{self.learning.online.samples} samples, the votes it learns from"
+            )
+        if request.weights is not None:
+            try:
+                self.learning.background.version(request.weights)
+            except UserError as exc:
+                raise BadRequest(str(exc), 404, "model_not_found") from None
         return self.learning.online.method
 
     def _sampling_ignored(self, request: ServedRequest) -> str | None:
@@ -231,7 +246,9 @@ class ServedRun:
 
     # -- answering ------------------------------------------------------------------------------------------
 
-    async def answer(self, request: ServedRequest, planned: PlannedRequest, request_id: str) -> Answered:
+    async def answer(
+        self, request: ServedRequest, planned: PlannedRequest, request_id: str, client: str = "unknown"
+    ) -> Answered:
         received, started = time.time(), time.perf_counter()
         plan, messages = planned.plan, self.prompt(request)
         greedy = greedy_samples(plan.sampling, plan.samples, plan.calls)
@@ -240,7 +257,7 @@ class ServedRun:
         # a learning server keeps each prompt with its problem: its updates train on them, in this lifetime or the next
         kept = {"messages": [m.model_dump() for m in messages]} if self.learning else {}
         problem = Problem(id=request_id, domain=request.domain, statement=request.statement, metadata=kept)
-        learner = self.learning.arrival(ctx) if self.learning else planned.method.learner(ctx)
+        learner = self.learning.arrival(ctx, client, request.weights) if self.learning else planned.method.learner(ctx)
         totals = self.ledger.watch(request_id)
         result: ProblemResult | None = None
         error = None
@@ -275,7 +292,7 @@ class ServedRun:
             error=error,
             chosen_by=reply.chosen_by if reply else None,
             warnings=[w for w in (greedy, self._sampling_ignored(request)) if w],
-            weights=learner.weights if isinstance(learner, ServedArrival) else None,
+            **(learner.recorded() if isinstance(learner, ServedArrival) else {}),
             latency_s=time.perf_counter() - started,
             **_usage(totals),
         )

@@ -56,6 +56,13 @@ class TTRL(Method):
         if stream and problems.domain == "code":
             raise UserError("online ttrl (--stream) runs on math for now; on code each arrival would need its tests")
         s = self.options.for_benchmark(problems.bench, self.given)
+        if s.label == "reflect":
+            if problems.domain != "math" or s.selector not in (None, "reflect", "majority"):
+                raise UserError(
+                    "ttrl label=reflect chooses the pseudo-label by a reflection over the math vote's classes: "
+                    f"it needs math problems and no other --selector (here {problems.domain}, {s.selector})"
+                )
+            s = s.model_copy(update={"selector": "reflect"})
         selector = s.build(problems.domain)
         sampled = SamplingParams(
             temperature=s.eval_temperature, top_p=s.eval_top_p, max_tokens=s.max_response, seed=base.seed
@@ -65,6 +72,10 @@ class TTRL(Method):
             temperature=s.train_temperature(base.model), top_p=s.top_p, max_tokens=s.max_response, seed=base.seed
         )
         votes = {"ttrl_vote": rollout} if s.n_vote > s.n_train else {}
+        if s.knowledge == "trt" and s.use_vllm:
+            raise UserError("ttrl knowledge=trt rewrites each rollout prompt; TRL's vLLM rollouts cannot: drop one")
+        # knowledge=trt: TRT's reflection on each step's vote, at the evaluation's sampling
+        votes |= {"knowledge": sampled} if s.knowledge == "trt" else {}
         sampling: dict[str, SamplingParams]
         if stream:  # each arrival answered by a vote among evaluation samples; updates roll out
             sampling = {"solve": sampled, "ttrl_rollout": rollout, **votes}

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import gc
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Literal
@@ -57,11 +58,13 @@ class TTRLLearner(Learner):
         seed: int,
         earlier_steps: tuple[Path, ...] = (),
         free_current: bool = True,
+        daemon: bool = False,
     ) -> None:
         """Train the current weights on `problems` into `workdir` (its `ttrl/`) on TRL's thread; the trained ones
         become current (`load` puts them behind an engine). A stop signal ends training at a checkpointed step
         and raises. `free_current`: drop the current weights from memory first (nothing answers meanwhile); a
-        server keeps them answering."""
+        server keeps them answering. `daemon`: train on a daemon thread, which a stopping server may abandon (a
+        step on a CPU outlasts any drain timeout) and a restart redoes."""
         ctx, loop = self.ctx, asyncio.get_running_loop()
         if free_current and self.engine.model is not None:
             await self.engine.model.aclose()  # free these weights before the trainer loads its own copy
@@ -84,7 +87,7 @@ class TTRLLearner(Learner):
             earlier_steps=earlier_steps,
             vote_stop=ctx.plan.adaptive,
         )
-        final = await asyncio.to_thread(train_ttrl, job)
+        final = await (in_daemon_thread(train_ttrl, job) if daemon else asyncio.to_thread(train_ttrl, job))
         give_back_memory()
         if final is None or ctx.engine.stop is not None:  # a stop signal: the step in flight was checkpointed
             raise ctx.engine.stop or RuntimeError("TTRL training ended early without a stop")
@@ -102,6 +105,30 @@ class TTRLLearner(Learner):
     async def close(self) -> None:
         if self.engine is not self.ctx.engine and self.engine.model is not None:
             await self.engine.model.aclose()
+
+
+async def in_daemon_thread(function: Callable[[TrainingJob], Path | None], job: TrainingJob) -> Path | None:
+    """`function(job)` on a daemon thread: the process may end while it runs (the interpreter joins the default
+    executor's threads at exit, so a stopping server would wait out a whole optimiser step)."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Path | None] = loop.create_future()
+
+    def settle(result: Path | None, error: BaseException | None) -> None:
+        if not future.done():
+            future.set_exception(error) if error is not None else future.set_result(result)
+
+    def run() -> None:
+        try:
+            outcome: tuple[Path | None, BaseException | None] = (function(job), None)
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting coroutine, which raises it
+            outcome = (None, exc)
+        try:
+            loop.call_soon_threadsafe(settle, *outcome)
+        except RuntimeError:
+            return  # the loop closed while training ran: nobody waits for it any more
+
+    threading.Thread(target=run, name="ttrl-update", daemon=True).start()
+    return await future
 
 
 def give_back_memory() -> None:

@@ -150,6 +150,23 @@ class TTRLSettings(SelectorChoice):
     update_steps: int = Field(2, ge=1, description="--stream: rollout steps per update")
     collapse: Literal["warn", "stop", "off"] = Field("warn", description="what the collapse alarm does")
     freeze: bool = Field(False, description="--stream / serve: answer with the weights as they are, update nothing")
+    label: Literal["majority", "reflect"] = flag(
+        "majority",
+        "the pseudo-label: majority (TTRL's vote) | reflect (SR-TTRL: one greedy reflection over one sample per "
+        "answer class chooses it; falls back to the majority)",
+    )
+    knowledge: Literal["none", "trt"] = flag(
+        "none",
+        "trt: after each rollout step, a TRT reflection per prompt over what its vote rejected becomes that "
+        "prompt's 'don't' list, carried in its later rollout prompts (never in the evaluation prompt)",
+    )
+    gate: bool = Field(True, description="serve: score each update's weights on the probe before they answer")
+    gate_probe: int = Field(4, ge=1, description="serve: questions held out of every window for the gate")
+    keep_weights: int = Field(3, ge=1, description="serve: accepted weights kept on disk, to roll back to")
+    max_client_share: float = Field(
+        0.5, gt=0, le=1, description="serve: the most of a window's requests one client may bring"
+    )
+    weights: str | None = Field(None, description="serve, on restart: answer with kept weights STEPS, or base")
     gradient_checkpointing: bool = Field(
         True, description="saves activation memory on big models; on a small CPU model it only costs time"
     )

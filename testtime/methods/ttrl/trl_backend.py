@@ -31,6 +31,7 @@ from testtime.core.ledger import Ledger, LedgerEntry
 from testtime.core.oracle import LabelOracle
 from testtime.core.records import Message, Problem, SamplingParams
 from testtime.core.results import TTRLStep
+from testtime.methods.ttrl.knowledge import KNOWLEDGE_SLOT, RolloutKnowledge
 from testtime.methods.ttrl.monitor import LabelHistory, primed_alarm
 from testtime.methods.ttrl.recipe import CONFIDENCE_REWARDS, TTRLSettings
 from testtime.methods.ttrl.rollouts import prompt_ids, sample_extra, shared_rollouts
@@ -122,6 +123,7 @@ def make_callback(job: TrainingJob, buffer: StepBuffer, parameters: int, started
             record.update(stats)
             if votes:
                 record["votes"] = [v.model_copy(update={"step": state.global_step}) for v in votes]
+                record["knowledge"], buffer.knowledge = buffer.knowledge, None
             # FLOPs: forward+backward on trained tokens (6N), plus forward passes for rollouts (2N) and, with
             # a KL term, the reference model (2N). An estimate, stated as one, of a row-by-row forward: the
             # shared prompt pass (shared_prompt.py) does less, so it errs against TTRL.
@@ -185,6 +187,18 @@ def train_ttrl(job: TrainingJob) -> Path | None:
     finally:
         if chosen is None:
             os.environ.pop(TENSORBOARD, None)
+
+
+def _knowledge(job: TrainingJob) -> RolloutKnowledge:
+    """knowledge=trt: each prompt's list, its reflections asked through the run's engine (`knowledge` calls)."""
+
+    async def ask(problem: Problem, messages: list[Message], step: int) -> str:
+        calls = job.context(problem).calls
+        assert calls is not None, "a training vote's context has the problem's calls"
+        [completion] = await calls.sample("knowledge", 1, messages, step=step, slot=KNOWLEDGE_SLOT)
+        return completion.text if completion.error is None else ""
+
+    return RolloutKnowledge(job.problems, lambda problem: as_chat(job.prompt(problem)), ask)
 
 
 def _train(job: TrainingJob) -> Path | None:
@@ -259,11 +273,14 @@ def _train(job: TrainingJob) -> Path | None:
             r=settings.lora_rank, lora_alpha=2 * settings.lora_rank, target_modules="all-linear", task_type="CAUSAL_LM"
         )
     rollout = None  # vLLM: TRL's colocated engine generates; transformers: every vote in one shared-prefill batch
+    knowledge = _knowledge(job) if settings.knowledge == "trt" else None
     if not settings.use_vllm:
         os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is marked experimental
 
         def rollout(prompts: list[Any], trainer: Any) -> dict[str, Any]:
             confidence = settings.reward in CONFIDENCE_REWARDS
+            if knowledge is not None:  # each prompt with its lessons so far (GRPO trains on what was rolled out)
+                prompts = [knowledge.augment(p) for p in prompts]
             return shared_rollouts(
                 prompts, trainer, n_train=settings.n_train, n_vote=settings.n_vote, confidence=confidence
             )
@@ -278,6 +295,7 @@ def _train(job: TrainingJob) -> Path | None:
     )
     tokenizer = trainer.processing_class
     reward.count_prompt_tokens = lambda messages: len(prompt_ids(tokenizer, [messages])[0][0])
+    reward.knowledge = knowledge
     if settings.use_vllm and settings.n_vote > settings.n_train:
         reward.extra_votes = lambda prompts, k: sample_extra(trainer, prompts, k)
     parameters = sum(p.numel() for p in trainer.model.parameters())

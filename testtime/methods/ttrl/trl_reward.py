@@ -23,8 +23,9 @@ from testtime.core.jsonl import repair_tail
 from testtime.core.ledger import Ledger, LedgerEntry
 from testtime.core.oracle import LabelOracle
 from testtime.core.records import Completion, Message, Problem, TokenStats
-from testtime.core.results import TTRLStep, TTRLVote, read_steps
+from testtime.core.results import TTRLKnowledge, TTRLStep, TTRLVote, read_steps
 from testtime.methods import make_candidates
+from testtime.methods.ttrl.knowledge import RolloutKnowledge
 from testtime.methods.ttrl.monitor import LabelHistory, vote_stats
 from testtime.methods.ttrl.recipe import TTRLSettings
 from testtime.methods.ttrl.rewards import TrainedReward
@@ -43,6 +44,7 @@ class StepBuffer:
     votes: list[TTRLVote] = field(default_factory=list)
     stats: dict[str, float] = field(default_factory=dict)
     rollout_tokens: int = 0
+    knowledge: TTRLKnowledge | None = None  # knowledge=trt: the last step's reflections, taken with its votes
 
     def put(self, votes: list[TTRLVote], tokens: int) -> None:
         self.votes += votes
@@ -106,6 +108,7 @@ class VoteReward:
         # Set by the trainer when N_vote > N_train: k more (text, tokens) samples per prompt from the policy.
         self.extra_votes: Callable[[list[Any], int], list[list[tuple[str, int]]]] | None = None
         self.count_prompt_tokens: Callable[[list[dict[str, str]]], int] = lambda _: 0
+        self.knowledge: RolloutKnowledge | None = None  # knowledge=trt: each prompt's list, grown after its vote
 
     def __call__(
         self,
@@ -152,6 +155,8 @@ class VoteReward:
             for v, start in zip(votes, starts, strict=True)
         ]
         votes = self.trained.apply(votes)  # the vote's own rewards, or a control's
+        if self.knowledge is not None:
+            self.buffer.knowledge = self.run_async(self._reflect(votes, texts, step))
         tokens = 0
         for g, (start, prompt_vote) in enumerate(zip(starts, votes, strict=True)):
             pid = prompt_vote.problem_id
@@ -192,6 +197,27 @@ class VoteReward:
                     wanted.append(g)
         drawn = iter(self.extra_votes([prompts[g] for g in wanted], needed) if wanted else [])
         return [next(drawn) if g in wanted else [] for g in range(len(starts))]
+
+    async def _reflect(self, votes: list[TTRLVote], texts: list[list[str]], step: int) -> TTRLKnowledge:
+        """knowledge=trt: one reflection per prompt over what its vote rejected; the step's counts."""
+        assert self.knowledge is not None
+        knowledge = self.knowledge
+        counts = await asyncio.gather(
+            *(
+                knowledge.reflect(
+                    self.problems[v.problem_id],
+                    t,
+                    [i for i in range(len(t)) if v.vote_rewards and v.vote_rewards[i] > 0],
+                    step,
+                )
+                for v, t in zip(votes, texts, strict=True)
+            )
+        )
+        return TTRLKnowledge(
+            asked=sum(c.asked for c in counts),
+            parsed=sum(c.parsed for c in counts),
+            entered=sum(c.entered for c in counts),
+        )
 
     async def _votes(self, problem_ids: list[str], texts: list[list[str]], kept: list[list[int]]) -> list[TTRLVote]:
         return list(

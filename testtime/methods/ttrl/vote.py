@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from testtime.core.answers import answer_key
 from testtime.core.records import Completion, Problem
 from testtime.core.results import TTRLVote
-from testtime.core.selection import ExecutionEvidence, Selection
+from testtime.core.selection import ExecutionEvidence, ReflectionEvidence, Selection
 from testtime.methods import make_candidates
 from testtime.selectors import SelectionContext, Selector
 
@@ -91,8 +91,12 @@ def reward_from(
             return False
         return problem.domain != "code" or not policy.require_public or passes_public(selection, i)
 
+    reflection = selection.evidence if isinstance(selection.evidence, ReflectionEvidence) else None
     return TTRLVote(
         problem_id=problem.id,
+        majority_label=reflection.majority_answer if reflection else None,
+        label_differs=reflection.differs if reflection else None,
+        label_fell_back=reflection.fell_back if reflection else None,
         label=selection.answer,
         label_key=label_key(selection, problem),
         majority_ratio=selection.majority_ratio,

@@ -1,0 +1,28 @@
+"""The gate before a learning endpoint's swap, on its figures: an update that stops answering or gives one answer
+for everything is refused, an ordinary one (the vote share rising, answers moving) is not."""
+
+from __future__ import annotations
+
+from testtime.core.results import GateSignals
+from testtime.methods.ttrl.gate import ANSWER_RATE_MARGIN, verdict
+
+
+def figures(rate: float, distinct: int, answered: int = 4, share: float | None = 0.5) -> GateSignals:
+    return GateSignals(questions=4, samples=32, answer_rate=rate, distinct_answers=distinct,
+                       answered_questions=answered, vote_share=share)  # fmt: skip
+
+
+def test_weights_that_stop_answering_are_refused() -> None:
+    said = verdict(figures(0.9, 4), figures(0.0, 0, answered=0, share=None))
+    assert not said.accepted and said.why is not None and said.why.startswith("format")
+    assert said.answer_rate_margin == ANSWER_RATE_MARGIN
+
+
+def test_one_answer_for_everything_is_refused() -> None:
+    said = verdict(figures(0.9, 3), figures(0.95, 1, share=1.0))
+    assert not said.accepted and said.why is not None and said.why.startswith("collapse")
+
+
+def test_an_ordinary_update_is_accepted() -> None:
+    assert verdict(figures(0.8, 3, share=0.5), figures(0.75, 3, share=0.7)).accepted
+    assert verdict(figures(0.5, 1, answered=1), figures(0.4, 1, answered=1)).accepted  # nothing to collapse from
