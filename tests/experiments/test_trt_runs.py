@@ -8,6 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from testtime.core.ledger import read_entries
 from testtime.models.mock_server import MockChatServer
 
@@ -140,13 +142,14 @@ def test_code_reflection_sees_each_attempts_outputs_and_whether_they_agree(
     assert all(f"[attempt {i}]" in prompt for i in indices)  # the attempts' texts carry the same indices
 
 
+@pytest.mark.parametrize("rank", ["tests_passed", "matrix"])
 def test_trt_on_pyfunc_counts_a_written_float_output_as_the_grader_does(
-    tmp_path: Path, testtime_cli: Callable[..., Any], open_sandbox_or_skip: object
+    tmp_path: Path, testtime_cli: Callable[..., Any], open_sandbox_or_skip: object, rank: str
 ) -> None:
     """`sub_0(a, b)`: two wrong programs that agree (they pass the public example) and one right one. The unit
     tests' expected outputs are the right values written as floats (`99.0`): the grader's equality counts them
     for the right program, which wins on tests passed; by the output's text nobody passed them, and the wrong
-    majority won."""
+    majority won. rank=matrix (the code × test matrix) chooses the same, and records its matrix every round."""
     right = "```python\ndef sub_0(a, b):\n    return a - b\n```"
     wrong = "```python\ndef sub_0(a, b):\n    return a - b if a < 50 else 0\n```"
     wrong_too = "```python\ndef sub_0(a, b):\n    return (a - b) if a < 50 else 0\n```"
@@ -165,7 +168,8 @@ def test_trt_on_pyfunc_counts_a_written_float_output_as_the_grader_does(
     with MockChatServer(reply=reply) as server:
         args = "run --method trt -T 1 -K 3 --no-strategies --quiet --model openai:mock --concurrency 1".split()
         done = testtime_cli(*args, "--bench", "pyfunc", "--bench-opt", "level=1", "--limit", "1",
-                            "--api-base", server.url, "--out", str(out), cwd=tmp_path)  # fmt: skip
+                            "--selector-opt", f"rank={rank}", "--api-base", server.url, "--out", str(out),
+                            cwd=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr
     [record] = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     chosen = next(c for c in record["candidates"] if c["index"] == record["selection"]["index"])
@@ -173,3 +177,8 @@ def test_trt_on_pyfunc_counts_a_written_float_output_as_the_grader_does(
     passed = {c["index"]: c["tests_passed"] for c in record["selection"]["evidence"]["candidates"]}
     # the public example, then the two written tests that are not its copy
     assert passed[chosen["index"]] == 3 and sorted(passed.values()) == [1, 1, 3]
+    for round_record in record["rounds"]:  # the matrix, candidates × tests, every round (rank=matrix only)
+        matrix = round_record["selection"]["evidence"]["matrix"]
+        assert (matrix is not None) == (rank == "matrix")
+        if matrix is not None:
+            assert len(matrix["passes"]) == len(matrix["candidates"]) and len(matrix["tests"]) == 3

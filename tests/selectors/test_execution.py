@@ -209,6 +209,21 @@ def test_a_selections_score_is_what_it_ranked_by(sandbox: Sandbox) -> None:
     assert {c.index: c.agreement_weight for c in ranked.evidence.candidates} == {0: 2.0, 1: 2.0, 2: 1.0}
 
 
+def test_the_matrix_weighs_a_test_nobody_passes_at_nothing_and_ranks_by_mutual_score(sandbox: Sandbox) -> None:
+    """rank=matrix: two wrong programs that agree, one right one, and a written test whose expected output is
+    wrong for everyone (weight 0): the right program's score leads; the matrix is recorded, rows × columns."""
+    wrong_too = "n = int(input())\nprint(n % 9)"
+    tests = [{"input": "99", "output": "18"}, {"input": "48", "output": "12"}, {"input": "5", "output": "5"},
+             {"input": "77", "output": "-1"}]  # fmt: skip
+    ranked, _ = select(sandbox, [WRONG, wrong_too, CORRECT], tests, rank="matrix")
+    assert ranked.index == 2 and isinstance(ranked.evidence, ExecutionEvidence)
+    matrix = ranked.evidence.matrix
+    assert matrix is not None and matrix.candidates == (0, 1, 2) and len(matrix.tests) == 4
+    assert matrix.passes[2] == (True, True, True, False) and matrix.weights[3] == 0.0
+    assert max(matrix.scores) == matrix.scores[2] and {s.index: s.score for s in ranked.scores}[2] == matrix.scores[2]
+    assert "rank=matrix" in ranked.rule
+
+
 def test_unit_tests_ties_go_to_agreement_then_the_earliest(sandbox: Sandbox) -> None:
     # the second expected output is wrong for everyone: one test passed each, a tie
     tests = [{"input": "5", "output": "5"}, {"input": "99", "output": "7"}]

@@ -100,6 +100,7 @@ class TTRLVote(Record):
     sandbox_seconds: float = Field(default=0.0, exclude=True)
     texts: tuple[str, ...] = Field(default=(), exclude=True)  # every vote's text (the novelty reward scores all)
     vote_rewards: tuple[float, ...] = Field(default=(), exclude=True)  # every vote's agreement reward
+    scores: tuple[float, ...] = Field(default=(), exclude=True)  # every vote's score by the selector's ranking
     token_stats: tuple[TokenStats, ...] = Field(default=(), exclude=True)  # kept samples' (confidence rewards)
 
 

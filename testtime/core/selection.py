@@ -75,6 +75,18 @@ class CandidateRuns(Record):
     tests: tuple[TestRun, ...]
 
 
+class TestMatrix(Record):
+    """`rank=matrix`: every distinct program against every test with an expected output, and how they scored each
+    other (`selectors/matrix.py`)."""
+
+    __test__ = False  # a record, not a pytest test class
+    candidates: tuple[int, ...]  # each row's candidate index (its program's first candidate)
+    tests: tuple[str, ...]  # each column: "public N" or "written N" (its place among the generated inputs)
+    passes: tuple[tuple[bool, ...], ...]  # rows × columns, judged as the grader judges
+    weights: tuple[float, ...]  # each test's weight after the rounds
+    scores: tuple[float, ...]  # each row's score
+
+
 class ExecutionEvidence(Record):
     kind: Literal["execution"] = "execution"
     suite: SuiteStats = SuiteStats()
@@ -84,6 +96,7 @@ class ExecutionEvidence(Record):
     report: tuple[CandidateRuns, ...] = ()  # per candidate, per test: public examples first, then generated
     generated_inputs: tuple[str, ...] = ()
     reason: str | None = None
+    matrix: TestMatrix | None = None  # rank=matrix: the code × test matrix; None otherwise (and in older runs)
 
 
 class SimilarityEvidence(Record):

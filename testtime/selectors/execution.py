@@ -38,10 +38,12 @@ from testtime.core.selection import (
     ExecutionEvidence,
     Selection,
     SuiteStats,
+    TestMatrix,
     TestRun,
 )
 from testtime.sandbox import ExecutionReport, Limits, TestVerdict
 from testtime.selectors import SELECTORS, SelectionContext, Selector, prompts
+from testtime.selectors.matrix import mutual_scores
 
 PROGRAM_PREVIEW = 1500
 
@@ -49,10 +51,11 @@ PROGRAM_PREVIEW = 1500
 class ExecutionOptions(Options):
     test_inputs: int = flag(10, "inputs the model writes where candidates disagree", ge=0)
     predicted_outputs: bool = flag(False, "also ask for expected outputs (agreement with them breaks ties)")
-    rank: Literal["agreement", "tests_passed"] = flag(
+    rank: Literal["agreement", "tests_passed", "matrix"] = flag(
         "agreement",
         "agreement: behaviour agreement on model-written inputs (CodeT-like) | tests_passed: unit tests with "
-        "expected outputs written from the specification alone, candidates ranked by tests passed (TRT's paper)",
+        "expected outputs written from the specification alone, candidates ranked by tests passed (TRT's paper) | "
+        "matrix: the same tests and the programs scoring each other by pass counts (CoSPlay-like)",
     )
     timeout_s: float = Field(2.0, gt=0, description="per-test time limit for the candidates")
 
@@ -96,14 +99,14 @@ class ExecutionSelector(Selector):
     @property
     def rule(self) -> str:
         o = self.options
-        if o.rank == "tests_passed":
-            return f"execution(unit_tests={o.test_inputs}, rank=tests_passed, then agreement)"
+        if o.rank != "agreement":
+            return f"execution(unit_tests={o.test_inputs}, rank={o.rank}, then agreement)"
         return f"execution(inputs={o.test_inputs}, predicted_outputs={o.predicted_outputs})"
 
     @property
     def unit_tests(self) -> bool:
         """Tests with expected outputs from the specification alone (TRT's paper), not inputs aimed at candidates."""
-        return self.options.rank == "tests_passed"
+        return self.options.rank != "agreement"
 
     async def select(self, problem: Problem, candidates: Sequence[Candidate], ctx: SelectionContext) -> Selection:
         runnable = [c for c in candidates if c.answer]
@@ -217,6 +220,7 @@ class ExecutionSelector(Selector):
         size = {s: list(signatures.values()).count(s) for s in classes}
         scored = []
         written = [out is not None for _, out in generated]
+        matrix = self._matrix(compiled, reports, n_public, written) if self.options.rank == "matrix" else None
         for c in compiled:
             tests = reports[c.index].tests
             public_passed = sum(t.verdict == "pass" for t in tests[:n_public])
@@ -225,7 +229,11 @@ class ExecutionSelector(Selector):
             predicted = sum(agrees[j] for j in kept)
             unit_passed = sum(agrees)  # every written test with its expected output, discriminating or not
             agreement = round(size[signatures[c.index]] * clean, 6)
-            if self.unit_tests:  # tests passed (public + written), then agreement, then the earliest
+            if matrix is not None:  # the matrix's score (its program's row), then agreement, then the earliest
+                row = next(r for r, first in enumerate(matrix.candidates) if reports[first] is reports[c.index])
+                score = matrix.scores[row]
+                scored.append(((score, agreement, predicted), c, public_passed + unit_passed))
+            elif self.unit_tests:  # tests passed (public + written), then agreement, then the earliest
                 scored.append(((public_passed + unit_passed, agreement, predicted), c, public_passed + unit_passed))
             else:
                 scored.append(((public_passed, agreement, predicted), c, public_passed + unit_passed))
@@ -281,13 +289,34 @@ class ExecutionSelector(Selector):
                     for index, r in reports.items()
                 ),
                 generated_inputs=tuple(test_input[:200] for test_input, _ in generated),
+                matrix=matrix,
             ),
+        )
+
+    def _matrix(
+        self, compiled: Sequence[Candidate], reports: dict[int, ExecutionReport], public: int, written: list[bool]
+    ) -> TestMatrix:
+        """Each distinct program (its first candidate) against the public examples and the written tests with
+        expected outputs, and their mutual scores (`matrix.py`); a candidate is its program's row."""
+        columns = list(range(public)) + [public + j for j, has in enumerate(written) if has]
+        rows: dict[str, int] = {}
+        for c in compiled:
+            rows.setdefault(c.answer or "", c.index)
+        passes = [tuple(reports[index].tests[t].verdict == "pass" for t in columns) for index in rows.values()]
+        scores, weights = mutual_scores(passes, public)
+        labels = [f"public {t + 1}" for t in range(public)] + [f"written {t - public + 1}" for t in columns[public:]]
+        return TestMatrix(
+            candidates=tuple(rows.values()),
+            tests=tuple(labels),
+            passes=tuple(passes),
+            weights=tuple(weights),
+            scores=tuple(scores),
         )
 
     def _ranked_by(self, key: tuple[float, ...]) -> float:
         """A candidate's recorded score: what it was ranked by (tests passed; agreement: its weight, after the
         public tests passed, which the evidence records beside it with every other figure)."""
-        return float(key[0]) if self.unit_tests else float(key[1])
+        return float(key[0]) if self.unit_tests else float(key[1])  # tests passed, or the matrix's score
 
 
 def _compile_error(report: ExecutionReport) -> bool:

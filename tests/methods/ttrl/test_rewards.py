@@ -265,3 +265,15 @@ def test_the_embedded_model_embeds_for_novelty() -> None:
     long_a, long_b = "x " * 3000 + tail, "y " * 1500 + "x " * 1500 + tail  # alike in their last 1,024 tokens
     first, second = embed([long_a, long_b])
     assert sum(x * y for x, y in zip(first, second, strict=True)) == pytest.approx(1.0, abs=1e-5)  # the tail read
+
+
+def test_the_matrix_reward_is_a_samples_score_over_the_best() -> None:
+    """reward=matrix (code, rank=matrix): each kept sample's score in the code × test matrix, over the best's; a
+    sample with no program earns 0, and a matrix where nothing passes rewards nothing."""
+    from testtime.core.results import TTRLVote
+    from testtime.methods.ttrl.rewards import matrix_reward
+
+    vote = TTRLVote(problem_id="p", majority_ratio=0.5, kept=(0, 1, 2), scores=(2.0, 1.0, 0.5, 2.0),
+                    abstained=frozenset({2}))  # fmt: skip
+    assert matrix_reward(vote=vote) == [1.0, 0.5, 0.0]
+    assert matrix_reward(vote=vote.model_copy(update={"scores": (0.0, 0.0, 0.0, 0.0)})) == [0.0, 0.0, 0.0]

@@ -64,6 +64,11 @@ class TTRL(Method):
                 )
             s = s.model_copy(update={"selector": "reflect"})
         selector = s.build(problems.domain)
+        if s.reward == "matrix" and getattr(selector.options, "rank", None) != "matrix":
+            raise UserError(
+                "ttrl reward=matrix rewards a sample by its score in the code × test matrix: it needs code problems "
+                "and --selector-opt rank=matrix"
+            )
         sampled = SamplingParams(
             temperature=s.eval_temperature, top_p=s.eval_top_p, max_tokens=s.max_response, seed=base.seed
         )

@@ -40,9 +40,13 @@ class OfflineTTRL(TTRLLearner):
         self.before = await self._evaluate(problems, self.engine, after=False)
         self.inputs = await self._write_inputs(problems)
         inputs = self.inputs
+        # a reflective label (label=reflect) or TRT's knowledge (knowledge=trt) asks the run's engine (the base
+        # weights) during training; the code's test inputs were written beforehand, so nothing else asks
+        asks = "reflect" in self.selector.call_kinds() or self.settings.knowledge == "trt"
 
         def context(problem: Problem) -> SelectionContext:
-            return SelectionContext(seed=ctx.seed, sandbox=ctx.sandbox, inputs=inputs.get(problem.id))
+            calls = ctx.on(problem) if asks else None
+            return SelectionContext(seed=ctx.seed, sandbox=ctx.sandbox, inputs=inputs.get(problem.id), calls=calls)
 
         if self.settings.verl_run is not None and self.settings.verl_weights is not None:  # trained on verl
             if self.engine.model is not None:

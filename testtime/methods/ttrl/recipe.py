@@ -125,8 +125,8 @@ class TTRLSettings(SelectorChoice):
         "majority",
         description="trained on: majority (TTRL) | novelty (EVOL-RL: majority + diversity) | novelty_lexical (its "
         "rule on word overlap) | self_certainty | entropy "
-        "(confidence) | random | format (controls) | oracle (the true labels: an upper bound, never label-free) "
-        "| a plugin's reward",
+        "(confidence) | matrix (code, rank=matrix: the code × test matrix's score) | random | format (controls) | "
+        "oracle (the true labels: an upper bound, never label-free) | a plugin's reward",
     )
     novelty_embedder: str | None = Field(
         None,

@@ -28,6 +28,9 @@ options; only `oracle` gets a `LabelOracle`, which the runner opens for it alone
   the majority reward this policy would have earned so far (the vote is still computed, and logged), so the
   reward's scale matches TTRL's.
 - `format`: 1 for a well-formed answer (math: an answer was extracted; code: a program that compiles), else 0.
+- `matrix` (code, with `--selector-opt rank=matrix`; ZeroCoder's idea, the reward from the code × test matrix):
+  a sample's score on the tests as the matrix weighs them (`selectors/matrix.py`: tests no program passes weigh 0),
+  over the best sample's; 0 for a sample with no program.
 """
 
 from __future__ import annotations
@@ -62,6 +65,12 @@ def random_reward(*, vote: TTRLVote, rng: random.Random, p: float, **_: object) 
 @REWARDS.register("format", help="control: 1 for a well-formed answer (extracted; code that compiles)")
 def format_reward(*, vote: TTRLVote, **_: object) -> list[float]:
     return [0.0 if i in vote.abstained else 1.0 for i in vote.kept]
+
+
+@REWARDS.register("matrix", help="code, rank=matrix: a sample's score on the consensus tests, over the best's")
+def matrix_reward(*, vote: TTRLVote, **_: object) -> list[float]:
+    best = max(vote.scores, default=0.0)
+    return [vote.scores[i] / best if best > 0 and i not in vote.abstained else 0.0 for i in vote.kept]
 
 
 @REWARDS.register("novelty", help="EVOL-RL: majority selects, novelty varies (embedding cosines, every vote scored)")

@@ -107,6 +107,7 @@ def reward_from(
         answers=tuple(answers[i] for i in kept),
         rewards=tuple(1.0 if earns(i) else 0.0 for i in kept),
         vote_rewards=tuple(1.0 if earns(i) else 0.0 for i in range(len(answers))),
+        scores=tuple(next((s.score for s in selection.scores if s.index == i), 0.0) for i in range(len(answers))),
         classes=len({s.cluster for s in selection.scores if s.cluster is not None}),
         no_answer_rate=len(abstained) / len(answers),
         votes=tuple(answers),
