@@ -221,6 +221,7 @@ class ExecutionSelector(Selector):
         scored = []
         written = [out is not None for _, out in generated]
         matrix = self._matrix(compiled, reports, n_public, written) if self.options.rank == "matrix" else None
+        program_of = {c.index: c.answer for c in compiled}
         for c in compiled:
             tests = reports[c.index].tests
             public_passed = sum(t.verdict == "pass" for t in tests[:n_public])
@@ -230,8 +231,8 @@ class ExecutionSelector(Selector):
             unit_passed = sum(agrees)  # every written test with its expected output, discriminating or not
             agreement = round(size[signatures[c.index]] * clean, 6)
             if matrix is not None:  # the matrix's score (its program's row), then agreement, then the earliest
-                row = next(r for r, first in enumerate(matrix.candidates) if reports[first] is reports[c.index])
-                score = matrix.scores[row]
+                first = next(f for f in matrix.candidates if program_of[f] == c.answer)
+                score = matrix.scores[matrix.candidates.index(first)]
                 scored.append(((score, agreement, predicted), c, public_passed + unit_passed))
             elif self.unit_tests:  # tests passed (public + written), then agreement, then the earliest
                 scored.append(((public_passed + unit_passed, agreement, predicted), c, public_passed + unit_passed))

@@ -63,3 +63,35 @@ def test_trt_knowledge_in_ttrl_records_its_reflections_per_step(tmp_path: Path, 
     assert health["reflections"] == counted[0].asked and health["lessons_entered"] == counted[0].entered
     blobs = (out / "blobs.jsonl").read_text()
     assert "Lessons from earlier attempts" not in blobs  # no evaluation prompt carries a lesson
+
+
+@pytest.mark.slow
+def test_the_training_votes_extra_samples_are_drawn_only_for_unsettled_prompts(
+    tmp_path: Path, scripted_model: str
+) -> None:
+    """--adaptive on transformers: the trained samples first, the vote judged on them, then one batch of
+    vote-only samples for the prompts they left unsettled; a settled prompt draws none."""
+    out = tmp_path / "adaptive"
+    out.mkdir()
+    run = _ttrl(out, scripted_model, "n_vote=8", "n_train=4")  # (a later option wins: 8 votes, 4 trained)
+    fixed_lines = [e for e in read_entries(run / "ledger.jsonl") if e.purpose == "ttrl_vote"]
+    assert len(fixed_lines) == 4 * 4  # every prompt's 4 vote-only samples
+    other = tmp_path / "adaptive-run"
+    other.mkdir()
+    adaptive = _ttrl_adaptive(other, scripted_model)
+    lines = [e for e in read_entries(adaptive / "ledger.jsonl") if e.purpose == "ttrl_vote"]
+    assert len(lines) % 4 == 0 and len(lines) < len(fixed_lines)  # whole groups of 4, some prompts settled
+    every_vote_trained = [*TINY_TTRL, "--model", scripted_model, "--adaptive", "--method-opt", "n_vote=2"]
+    refused = subprocess.run([sys.executable, "-m", "testtime.cli", *every_vote_trained, "--out",
+                              str(tmp_path / "refused")], capture_output=True, text=True)  # fmt: skip
+    assert refused.returncode == 2 and "nothing can be skipped" in refused.stderr
+
+
+def _ttrl_adaptive(folder: Path, model: str) -> Path:
+    out = folder / "run"
+    options = ("n_vote=8", "n_train=4")
+    args = [*TINY_TTRL, "--model", model, "--adaptive", "--out", str(out),
+            *(x for o in options for x in ("--method-opt", o))]  # fmt: skip
+    done = subprocess.run([sys.executable, "-m", "testtime.cli", *args], capture_output=True, text=True, timeout=1100)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out

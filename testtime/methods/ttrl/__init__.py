@@ -76,6 +76,11 @@ class TTRL(Method):
         rollout = SamplingParams(
             temperature=s.train_temperature(base.model), top_p=s.top_p, max_tokens=s.max_response, seed=base.seed
         )
+        if base.adaptive is not None and not stream and s.n_vote <= s.n_train:
+            raise UserError(
+                f"--adaptive skips a settled prompt's vote-only samples; with n_vote {s.n_vote} <= n_train "
+                f"{s.n_train} every vote is trained on and nothing can be skipped (raise n_vote, or drop --adaptive)"
+            )
         votes = {"ttrl_vote": rollout} if s.n_vote > s.n_train else {}
         if s.knowledge == "trt" and s.use_vllm:
             raise UserError("ttrl knowledge=trt rewrites each rollout prompt; TRL's vLLM rollouts cannot: drop one")

@@ -3,9 +3,11 @@
 On transformers, `shared_rollouts` is TRL's `rollout_func`: all N_vote samples of every prompt in one batch, each
 prompt's prefill computed once (TRL's own generate would prefill every row, and the extra votes were a second
 batch: 2 × 17.8 s of a 120 s step on the miniature), drawn with TRL's own GenerationConfig (never the model's
-defaults: transformers' top_k=50). With TRL's vLLM rollouts (`use_vllm`) TRL generates the trained half and
-`sample_extra` draws the extra votes from the same colocated engine, whose weights TRL has just synced and
-whose prefix cache holds the prompts, with the sampling settings TRL gives that engine.
+defaults: transformers' top_k=50). With `--adaptive` it draws the N_train trained samples alone; the vote is
+judged on them, and `hf_extra` draws the vote-only samples of the prompts still unsettled, in a second batch.
+With TRL's vLLM rollouts (`use_vllm`) TRL generates the trained half and `sample_extra` draws the extra votes
+from the same colocated engine, whose weights TRL has just synced and whose prefix cache holds the prompts,
+with the sampling settings TRL gives that engine.
 """
 
 from __future__ import annotations
@@ -46,6 +48,26 @@ def sample_extra(trainer: Any, prompts: list[Any], k: int) -> Votes:
     ]
 
 
+def hf_extra(trainer: Any, prompts: list[Any], k: int) -> Votes:
+    """k more samples of each prompt from the policy on transformers, in one batch (each prompt's prefill shared),
+    with TRL's own GenerationConfig: the vote-only samples of the prompts whose trained samples did not settle their
+    vote (`--adaptive`), drawn once those were judged."""
+    tokenizer = trainer.processing_class
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    import torch
+
+    ids, mask = prompt_ids(tokenizer, prompts)
+    counts = torch.full((len(prompts),), k, device=model.device)
+    generated = generate_shared(
+        model, ids.to(model.device), mask.to(model.device), counts, generation_config=trainer.generation_config
+    )
+    rows = [through_end(row, trainer.eos_token_ids) for row in generated.tolist()]
+    return [
+        [(tokenizer.decode(row, skip_special_tokens=True), len(row)) for row in rows[g * k : (g + 1) * k]]
+        for g in range(len(prompts))
+    ]
+
+
 def shared_rollouts(
     prompts: list[Any], trainer: Any, *, n_train: int, n_vote: int, confidence: bool = False
 ) -> dict[str, Any]:
@@ -81,7 +103,8 @@ def shared_rollouts(
         if confidence:
             stats += completion_stats(model, prompt, drawn[:n_train], sampled_at)
     rolled = {"prompt_ids": prompt_rows, "completion_ids": completion_rows, "logprobs": None}
-    return rolled | {"extra_votes": extra_votes} | ({"token_stats": stats} if confidence else {})
+    extras = {"extra_votes": extra_votes} if n_vote > n_train else {}  # none: drawn after the vote is judged
+    return rolled | extras | ({"token_stats": stats} if confidence else {})
 
 
 def prompt_ids(tokenizer: Any, conversations: list[Any]) -> tuple[Any, Any]:

@@ -34,7 +34,7 @@ from testtime.core.results import TTRLStep
 from testtime.methods.ttrl.knowledge import KNOWLEDGE_SLOT, RolloutKnowledge
 from testtime.methods.ttrl.monitor import LabelHistory, primed_alarm
 from testtime.methods.ttrl.recipe import CONFIDENCE_REWARDS, TTRLSettings
-from testtime.methods.ttrl.rollouts import prompt_ids, sample_extra, shared_rollouts
+from testtime.methods.ttrl.rollouts import hf_extra, prompt_ids, sample_extra, shared_rollouts
 from testtime.methods.ttrl.shared_prompt import shared_prompt_trainer
 from testtime.methods.ttrl.trl_reward import RunAsync, StepBuffer, VoteReward, append_step, as_chat, resume_steps
 from testtime.selectors import SelectionContext, Selector
@@ -281,9 +281,9 @@ def _train(job: TrainingJob) -> Path | None:
             confidence = settings.reward in CONFIDENCE_REWARDS
             if knowledge is not None:  # each prompt with its lessons so far (GRPO trains on what was rolled out)
                 prompts = [knowledge.augment(p) for p in prompts]
-            return shared_rollouts(
-                prompts, trainer, n_train=settings.n_train, n_vote=settings.n_vote, confidence=confidence
-            )
+            # --adaptive: the trained samples first; the reward draws the unsettled prompts' votes (`hf_extra`)
+            n_vote = settings.n_train if job.vote_stop is not None else settings.n_vote
+            return shared_rollouts(prompts, trainer, n_train=settings.n_train, n_vote=n_vote, confidence=confidence)
 
     trainer = shared_prompt_trainer(GRPOTrainer)(
         model=job.model_path,
@@ -296,8 +296,9 @@ def _train(job: TrainingJob) -> Path | None:
     tokenizer = trainer.processing_class
     reward.count_prompt_tokens = lambda messages: len(prompt_ids(tokenizer, [messages])[0][0])
     reward.knowledge = knowledge
-    if settings.use_vllm and settings.n_vote > settings.n_train:
-        reward.extra_votes = lambda prompts, k: sample_extra(trainer, prompts, k)
+    if settings.n_vote > settings.n_train and (settings.use_vllm or job.vote_stop is not None):
+        extra = sample_extra if settings.use_vllm else hf_extra
+        reward.extra_votes = lambda prompts, k: extra(trainer, prompts, k)
     parameters = sum(p.numel() for p in trainer.model.parameters())
     trainer.add_callback(make_callback(job, buffer, parameters, started_step))
     quiet_console(trainer)

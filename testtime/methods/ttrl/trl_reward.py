@@ -181,9 +181,10 @@ class VoteReward:
     def _extras(
         self, prompts: list[Any], problem_id: Sequence[str], completions: Sequence[Any], starts: range, needed: int
     ) -> list[list[tuple[str, int]]]:
-        """The vote-only samples of each prompt's group, where they are a request of their own (`use_vllm`): all
-        `needed` of them, or (with --adaptive) none for a group whose trained samples already settle the vote at its
-        N_vote (the trained samples are GRPO's, never cut). On transformers `shared_rollouts` drew them already."""
+        """The vote-only samples of each prompt's group, where they are a request of their own (`use_vllm`, or
+        transformers with --adaptive): all `needed` of them, or (with --adaptive) none for a group whose trained
+        samples already settle the vote at its N_vote (the trained samples are GRPO's, never cut). Without
+        --adaptive, on transformers, `shared_rollouts` drew them already, with the trained ones."""
         assert self.extra_votes is not None
         group, wanted = self.settings.n_train, list(range(len(starts)))
         if self.vote_stop is not None:
