@@ -127,8 +127,8 @@ def test_a_hanging_symbolic_check_is_bounded(monkeypatch: pytest.MonkeyPatch) ->
     timeouts_before = equivalence._WORKER.timeouts
     started = time.perf_counter()
     # sympy tries to build a number with ~8e8 digits: this runs for hours without an outer bound. The bound is
-    # proven by the counted timeout; the wall-time margin is generous (a busy machine stretches 0.5 s several-fold)
-    # and still fails without the bound.
+    # the worker's CPU time (1 s here: RLIMIT_CPU counts whole seconds), which a busy machine does not stretch;
+    # it is proven by the counted timeout, and the wall-time margin still fails without the bound.
     result = equivalence._WORKER.check("99999999^{99999999}", "1")
     assert time.perf_counter() - started < 120
     assert result is False

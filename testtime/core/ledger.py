@@ -135,7 +135,14 @@ class Ledger:
         if watched is not None:
             watched.add(entry)
         if self._file is not None:
-            self._file.write(entry.model_dump_json(exclude_defaults=True) + "\n")
+            # compact, but every line names its kind of entry and of call, the defaults ("model_call", "solve")
+            # included: a reader grepping for '"purpose":"solve"' finds every solve call
+            line = {
+                "kind": entry.kind,
+                "purpose": entry.purpose,
+                **entry.model_dump(mode="json", exclude_defaults=True),
+            }
+            self._file.write(json.dumps(line, separators=(",", ":")) + "\n")
             self._file.flush()
 
     def watch(self, problem_id: str) -> LedgerTotals:

@@ -8,6 +8,7 @@ that times out counts as "not equivalent" and the worker is replaced. Results ar
 from __future__ import annotations
 
 import json
+import math
 import re
 import select
 import subprocess
@@ -20,7 +21,13 @@ from testtime.core.answers.numeric import numerically_equal
 from testtime.core.errors import UserError
 
 _WORD = re.compile(r"[a-z]{2,}")
+# A symbolic check's bound, in the worker's CPU seconds (its RLIMIT_CPU, whole seconds, set before each check):
+# a busy machine stretches wall time, never CPU time, so whether two answers are shown equivalent never depends
+# on the load. The kernel ends a worker past it (SIGXCPU), even inside sympy's C code; a fresh one takes the next.
 SYMBOLIC_TIMEOUT_S = 5.0
+# The last resort for a worker that neither answers nor spends CPU (stopped, or wedged): wall seconds per CPU second
+# of the bound, far beyond any load (at 24 runnable processes per core a 5 s check still answers in 120 s).
+WALL_PER_CPU_S = 24.0
 # Expressions longer than this are not evaluated nor sent to sympy (their keys already differ): a model's
 # 10 MB reply is data to compare as text, not a parse to wait on.
 EXPRESSION_MAX_CHARS = 2000
@@ -165,10 +172,11 @@ class _SymbolicWorker:
                 self._process = self._start()
             process = self._process
             assert process.stdin is not None
+            budget = max(1, math.ceil(SYMBOLIC_TIMEOUT_S))  # RLIMIT_CPU counts whole seconds
             try:
-                process.stdin.write(json.dumps([a, b]) + "\n")
+                process.stdin.write(json.dumps([a, b, budget]) + "\n")
                 process.stdin.flush()
-                answer = self._readline(process, SYMBOLIC_TIMEOUT_S)
+                answer = self._readline(process, budget * WALL_PER_CPU_S)  # "": the kernel ended it (SIGXCPU)
             except (BrokenPipeError, OSError):
                 answer = None
             if answer in ("0", "1"):
