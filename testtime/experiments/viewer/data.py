@@ -142,10 +142,16 @@ def index(run: LoadedRun) -> dict[str, Any]:
                 "rounds": len(record.rounds),
                 **_cost(by_problem[pid]),
             }
-            for pid, record in run.records.items()
+            for pid, record in _in_problem_order(run)
         ],
         "curves": _curves(run),
     }
+
+
+def _in_problem_order(run: LoadedRun) -> list[tuple[str, ResultRecord]]:
+    """The records in the benchmark's order (problems.jsonl), not the order they finished in."""
+    place = {pid: i for i, pid in enumerate(run.problems)}
+    return sorted(run.records.items(), key=lambda item: place.get(item[0], len(place)))
 
 
 def _question(run: LoadedRun, pid: str, record: ResultRecord) -> str:
@@ -276,4 +282,15 @@ def detail(run: LoadedRun, pid: str) -> dict[str, Any]:
         "matrix": matrix,
         "ttrl": ttrl,
         "answered_with": record.answered_with.model_dump(mode="json") if record.answered_with else None,
+        "calls": _other_calls(run, pid, {c.call for c in record.candidates if c.call}),
     }
+
+
+def _other_calls(run: LoadedRun, pid: str, candidates: set[str]) -> list[dict[str, Any]]:
+    """The problem's calls that made no candidate (a plugin's critique, a judge, a reflection, test writing), each
+    with its prompt and reply, in the order they were made."""
+    lines = sorted(
+        (line for call, line in run.calls.items() if line.problem_id == pid and call not in candidates),
+        key=lambda line: line.time,
+    )
+    return [shown for line in lines if (shown := _text(run, line.call)) is not None]

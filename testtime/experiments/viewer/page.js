@@ -202,6 +202,17 @@ function votesView(t) {
   return box;
 }
 
+// the problem's calls that made no candidate (a critique, a judge, a reflection), each folded: prompt, reply
+function callsView(calls) {
+  const box = $("div", {class: "calls"});
+  for (const c of calls) {
+    const d = $("details", {class: "call"}, $("summary", {text: `${c.purpose}${c.step === null ? "" : ", round " + c.step} (${c.outcome})`}));
+    d.append(messagesView("prompt", c.messages), $("div", {class: "muted", text: "reply"}), $("pre", {text: c.response}));
+    box.append(d);
+  }
+  return box;
+}
+
 async function detailOf(r, pid) {
   if (DATA.details) return DATA.details[r][pid];
   const reply = await fetch(`api/detail?run=${r}&problem=${encodeURIComponent(pid)}`);
@@ -226,6 +237,7 @@ async function show() {
   if (d.classes.length) pane.append($("h3", {text: `answer classes (${d.classes.length})`}), classesView(d.classes));
   if (d.shared_prompt.length) pane.append($("h3", {text: "prompt"}), messagesView(`the prompt every candidate shared (${d.shared_prompt.length} message(s))`, d.shared_prompt));
   pane.append($("h3", {text: `candidates (${d.candidates.length})`}), candidatesView(d.candidates));
+  if (d.calls && d.calls.length) pane.append($("h3", {text: `other calls (${d.calls.length})`}), callsView(d.calls));
   document.body.dataset.shown = pid;
 }
 
