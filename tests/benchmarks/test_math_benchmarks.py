@@ -92,3 +92,14 @@ def test_arith_prompt_shows_the_boxed_format() -> None:
 def test_grading_a_prediction(prediction: str | None, correct: bool, status: str) -> None:
     grade = BENCHMARKS.create("arith").grade(prediction, Reference(problem_id="p", answer="16"))
     assert (grade.correct, grade.status) == (correct, status)
+
+
+def test_a_missing_offline_file_says_its_name_fields_and_how_to_make_it(tmp_path: Path) -> None:
+    from testtime.benchmarks import BENCHMARKS
+    from testtime.core.errors import UserError
+
+    with pytest.raises(UserError) as said:
+        BENCHMARKS.create("aime26", data_dir=str(tmp_path))
+    text = str(said.value)
+    assert f"{tmp_path / 'aime26.jsonl'} does not exist" in text and "`id`, `problem` and `answer`" in text
+    assert "MathArena/aime_2026" in text and "--bench-opt id=problem_idx" in text and "\n" not in text

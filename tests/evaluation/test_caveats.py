@@ -101,3 +101,16 @@ def test_the_judge_warning_says_what_fell_back() -> None:
     [said] = judge_fell_back(both)
     assert "2 of 4 judged selections fell back to word overlap" in said and "1 of 4 judged selections kept" in said
     assert judge_fell_back(LabelFreeSummary(answer_rate=1.0, judged=4, judge_fell_back=0)) == []
+
+
+def test_a_served_runs_adaptive_summary_names_each_rule_its_requests_ran() -> None:
+    """A request may ask for its own rule ({"adaptive": {"rule": "exact"}}): the summary names each rule with its
+    votes, not every vote under the server's."""
+    from testtime.core.adaptive import AdaptiveStop
+    from testtime.evaluation.scoring import adaptive_summary
+
+    server = AdaptiveStop(rule="posterior", threshold=0.8, drawn=4, cap=16, reason="settled", confidence=0.9)
+    own = AdaptiveStop(rule="exact", threshold=None, drawn=12, cap=16, reason="settled", confidence=1.0)
+    summary = adaptive_summary([server, server, own])
+    assert (summary.rule, summary.threshold) == ("posterior", 0.8) and summary.rules == {"posterior 0.8": 2, "exact": 1}
+    assert adaptive_summary([server]).rules is None

@@ -113,7 +113,7 @@ def test_a_served_model_learns_from_its_requests_restarts_on_its_last_weights_an
         again = ask(second["url"], model, 8)
         assert again.model == learned["weights"]  # the last finished update's weights, from the first request
     assert second["returncode"] == 0, second["stderr"]
-    assert "learning resumed: 8 requests learned from, 2 updates" in second["stderr"]
+    assert "learning resumed: 2 updates learned from 8 requests, 0 more admitted and waiting" in second["stderr"]
     assert "Traceback" not in first["stderr"] + second["stderr"]
 
     answered = records(out)

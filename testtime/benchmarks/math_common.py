@@ -29,6 +29,16 @@ class MathBenchmark(Dataset):
 
     def __init__(self, data_dir: str | Path | None = None, **options: Any) -> None:
         folder = self._folder(data_dir)
+        if folder is not None and not (folder / f"{self.name}.jsonl").is_file():
+            problem, answer, id_field = self.hub_fields
+            fields = ", ".join(f"`{f}`" for f in (id_field or "its index", problem, answer))
+            raise UserError(
+                f"{folder / f'{self.name}.jsonl'} does not exist: --bench {self.name} read offline is that file, one "
+                f"JSON object a line with `id`, `problem` and `answer` (the hub's {self.hub_id}, split "
+                f"{self.hub_split}, has {fields}); from a downloaded copy of it, run the copy itself: --bench "
+                f"COPY.parquet{f' --bench-opt id={id_field}' if id_field else ''} --bench-opt problem={problem} "
+                f"--bench-opt answer={answer} (docs/own-data.md)"
+            )
         if folder is not None:
             source, preset = (
                 str(folder / f"{self.name}.jsonl"),

@@ -5,6 +5,7 @@ reader must not miss. Metric names are the summary's own (`accuracy`, `pass@1`, 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 from statistics import mean
@@ -36,9 +37,11 @@ PROGRESS_LINE_S = 10.0
 EXIT_ALL_FAILED = 3  # `testtime run`'s exit status when no call succeeded: nothing was measured
 EXIT_STOPPED = 4  # `testtime run`'s exit status when a budget stopped it before the end (resume to finish)
 console = Console(stderr=True, emoji=False)  # progress and status; "openai:x:" is a model name, not an emoji
-# Results: tables a user may pipe or redirect. Piped, rich would cut them to 80 columns ("meth…"): a file
-# gets room for every cell (tables stay as narrow as their contents).
-results_console = Console(width=None if sys.stdout.isatty() else 200, emoji=False)
+# Results: tables a user may pipe or redirect. Piped, rich would cut them to 80 columns ("meth…"): a file gets
+# room for every cell (tables stay as narrow as their contents), unless COLUMNS says how wide (then cells wrap).
+results_console = Console(
+    width=None if sys.stdout.isatty() or os.environ.get("COLUMNS", "").isdigit() else 200, emoji=False
+)
 
 
 class _ConsoleLines(logging.Handler):
@@ -210,6 +213,8 @@ def summary_table(summary: RunSummary, title: str, sampled_as: str = "") -> Tabl
     if summary.adaptive is not None:
         a = summary.adaptive
         rule = a.rule if a.threshold is None else f"{a.rule} {a.threshold:g}"
+        if a.rules:  # served requests that each asked for their own rule
+            rule = ", ".join(f"{name}: {votes}" for name, votes in sorted(a.rules.items(), key=lambda kv: -kv[1]))
         table.add_row(
             f"adaptive ({rule})",
             f"{a.samples:,} of {a.cap_samples:,} samples ({a.share:.2f}); {a.settled} of {a.drawn.n} votes settled "

@@ -23,9 +23,16 @@ def serve_help() -> str:
     from testtime.cli.flags import help_text
     from testtime.methods import METHODS
     from testtime.serve.protocol import served_methods
+    from testtime.serve.server import LEARNING
 
-    owners = {f"--method {name}": METHODS.get(name).Options for name in served_methods()}  # type: ignore[attr-defined]
-    return help_text(owners, "Method flags (every option also as --method-opt KEY=VALUE; a request may set its own):")
+    names = [*served_methods(), *LEARNING]
+    owners = {f"--method {name}": METHODS.get(name).Options for name in names}  # type: ignore[attr-defined]
+    return help_text(
+        owners,
+        "Method flags (every option also as --method-opt KEY=VALUE; a request may set its own; --method ttrl's "
+        "serving options, gate, gate_probe, keep_weights, max_client_share, update_every, window, weights: "
+        "`testtime list`):",
+    )
 
 
 NOT_SERVED = ("bench", "limit", "data_dir", "bench_opt")
@@ -39,8 +46,8 @@ def serve_command(
         str,
         Opt(
             help="the method a request gets unless it names one (any method that answers one problem at a time); "
-            "ttrl: every request answered by weights that train on the requests in the background (--method-opt "
-            "preset=cpu update_every=8 ...; docs/serving.md)"
+            "ttrl: every request answered by weights that train on the requests in the background, each update gated "
+            "before it answers (--method-opt preset=cpu --method-opt update_every=8; see docs/serving.md)"
         ),
     ] = "majority",
     method_opt: Annotated[list[str] | None, Opt("--method-opt", help="method option KEY=VALUE, repeatable")] = None,

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 
+from testtime.benchmarks import BENCHMARKS
 from testtime.core.adaptive import FLAGS, Adaptive
 from testtime.core.errors import UserError, first_error
 from testtime.core.options import parse_options
@@ -28,7 +29,7 @@ SHARED: dict[str, tuple[Any, Any]] = {
         Annotated[
             str,
             Opt(
-                help="aime24 | aime25 | amc23 | math500 | arith | pyfunc | lcb-v6 (see `testtime list`), a data file, "
+                help=" | ".join(BENCHMARKS.builtin_names()) + " (and plugins': `testtime list`), a data file, "
                 "hf:ORG/NAME, or - (a --stream on standard input)"
             ),
         ],
@@ -132,8 +133,9 @@ SHARED: dict[str, tuple[Any, Any]] = {
             bool,
             Opt(
                 "--adaptive",
-                help="a vote draws its samples in waves and stops once settled (--n is the cap; majority, and a "
-                "stream's ttrl); off by default so published tables stay comparable",
+                help="a vote draws its samples in waves and stops once settled (--n is the cap; majority, a served "
+                "request's vote, and ttrl's votes: a stream's answers, the training vote's extra samples); off by "
+                "default so published tables stay comparable",
             ),
         ],
         False,

@@ -231,9 +231,13 @@ def adaptive_summary(stops: Sequence[AdaptiveStop]) -> AdaptiveSummary:
     drawn, cap = sum(s.drawn for s in stops), sum(s.cap for s in stops)
     spread = distribution([float(s.drawn) for s in stops])
     assert spread is not None, "one stop at least"
+    # a served run's requests may each ask for their own rule: the summary names each, with its votes
+    rules = Counter(f"{s.rule} {s.threshold:g}" if s.threshold is not None else s.rule for s in stops)
+    (rule, threshold), _ = Counter((s.rule, s.threshold) for s in stops).most_common(1)[0]
     return AdaptiveSummary(
-        rule=stops[0].rule,
-        threshold=stops[0].threshold,
+        rule=rule,
+        threshold=threshold,
+        rules=dict(rules) if len(rules) > 1 else None,
         samples=drawn,
         cap_samples=cap,
         share=drawn / cap,

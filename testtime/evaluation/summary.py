@@ -158,8 +158,9 @@ class LabelFreeSummary(SummaryRecord):
 class AdaptiveSummary(SummaryRecord):
     """--adaptive: how far the votes went before they settled (`core/adaptive.py`), measured per problem."""
 
-    rule: str
+    rule: str  # the rule most votes ran
     threshold: float | None
+    rules: dict[str, int] | None = None  # "rule threshold" → votes, where they ran several (served requests' own)
     samples: int  # drawn by the votes, over every problem
     cap_samples: int  # what the votes would have drawn at the cap (--n): the fixed run's samples
     share: float  # samples / cap_samples

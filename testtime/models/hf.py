@@ -104,6 +104,10 @@ class HFModel(LanguageModel):
         device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
         started = time.perf_counter()
         log.info("loading model %s from %s on %s (the first calls wait for it)", self.name, self.path, device)
+        verbosity = hf_logging.get_verbosity()
+        # a model with tied embeddings (the embedded one) saved after training reports "missing keys:
+        # lm_head.weight" as it loads: the tie fills it, nothing is wrong, and a log reader took it for an error
+        hf_logging.set_verbosity_error()
         try:
             tokenizer = AutoTokenizer.from_pretrained(self.path)
             model = AutoModelForCausalLM.from_pretrained(
@@ -111,6 +115,8 @@ class HFModel(LanguageModel):
             )
         except OSError as exc:
             raise UserError(f"cannot load hf model from '{self.path}': {exc}") from None
+        finally:
+            hf_logging.set_verbosity(verbosity)
         tokenizer.padding_side = "left"
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token

@@ -105,9 +105,11 @@ class ServedLearning:
         if not records:
             return ""
         due = background.windows.due()
+        trained = {pid for u in updates if u.outcome in (None, "accepted", "refused") for pid in u.learned_from}
         return (
-            f"learning resumed: {len(background.windows.admitted)} requests learned from, {len(updates)} updates; "
-            f"answering with {self.weights}" + (f"; {due} due update(s) run in the background" if due else "")
+            f"learning resumed: {len(updates)} updates learned from {len(trained)} requests, "
+            f"{len(background.windows.admitted) - len(trained)} more admitted and waiting; answering with "
+            f"{self.weights}" + (f"; {due} due update(s) run in the background" if due else "")
         )
 
     def _restore_updates(self, updates: list[StreamUpdate]) -> None:

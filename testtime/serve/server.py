@@ -82,6 +82,9 @@ def serve(
         listener.close()  # refused (a live run's lock, another model): the port goes back at once
         raise
     started = time.perf_counter()
+    # the lifetimes before this one served too: the summary's wall time is every lifetime's that stopped cleanly
+    earlier = opened.directory.read_summary()
+    served_before = earlier.wall_s or 0.0 if earlier is not None else 0.0
     try:
         session = ServedRun(opened, settings, model, domain=domain, format_hint=format_hint, learns=learned)
     except BaseException:
@@ -115,7 +118,7 @@ def serve(
         asyncio.run(main())
     finally:
         session.close()
-        wall_s = time.perf_counter() - started
+        wall_s = time.perf_counter() - started + served_before
         summary = summarize_served(opened.directory, settings, effective.n, session.ledger.totals, wall_s)
         opened.release()
         app.disarm()

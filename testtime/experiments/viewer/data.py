@@ -105,7 +105,10 @@ def _ledger_so_far(entries: list[LedgerEntry]) -> dict[str, Any]:
 
 def index(run: LoadedRun) -> dict[str, Any]:
     by_problem: dict[str, list[LedgerEntry]] = defaultdict(list)
+    served = run.manifest.kind == "served"
     for entry in run.ledger:
+        if served and entry.purpose.startswith("ttrl_"):
+            continue  # a learning server's training rolls out on a request's question: not what answered it
         by_problem[entry.problem_id].append(entry)
     settings, summary = run.manifest.run, run.summary
     shown = (

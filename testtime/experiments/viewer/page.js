@@ -67,7 +67,7 @@ function runTable(run, r) {
   const heads = ["problem", "question", "", ...(mixed ? ["method"] : []), "status", "prediction", "confidence", "calls", "tokens", "cost"];
   const table = $("table", {}, $("tr", {}, ...heads.map(t => $("th", {text: t}))));
   for (const p of run.problems) {
-    const row = $("tr", {class: "problem", "data-run": r, "data-problem": p.id, "data-question": p.question}, $("td", {text: p.id}),
+    const row = $("tr", {class: "problem", "data-run": r, "data-problem": p.id, "data-question": p.question}, $("td", {class: "id", text: p.id, title: p.id}),
       $("td", {class: "question", text: p.question}), $("td", {}, verdict(p.correct)),
       ...(mixed ? [$("td", {text: p.method})] : []), $("td", {text: p.status}), $("td", {text: p.prediction}),
       $("td", {class: "confidence", text: fmt(p.confidence, 2)}), $("td", {text: p.calls}), $("td", {text: p.tokens}), $("td", {text: `$${fmt(p.cost_usd, 4)}`}));
