@@ -24,7 +24,8 @@ from testtime.core.errors import UserError, first_error
 from testtime.core.ledger import read_entries
 from testtime.core.records import Problem
 from testtime.core.results import ResultRecord
-from testtime.experiments.curves import Point, plot, point, run_points
+from testtime.evaluation.metrics import powers_of_two_upto
+from testtime.experiments.curves import Point, plot, point
 from testtime.methods.majority import DEFAULT_N
 from testtime.run.directory import RunDir
 from testtime.run.execute import execute
@@ -133,7 +134,9 @@ def sweep(
         if summary.stopped:
             raise UserError(f"the sweep's fixed run stopped ({summary.stopped}); resume it with a larger budget")
     votes = FixedVotes.read(path)
-    points = run_points(path)
+    # majority at k samples by the same vote as the adaptive rows (the selector's pick, ties to the earliest): maj@k
+    # with ties shared would put every adaptive point 0.022 below the curve at equal samples from the tie rule alone
+    points = [votes.point("majority", [k] * len(votes.records)) for k in powers_of_two_upto(votes.cap)]
     for each in rules:
         label = f"adaptive {each.rule}" + (f" {each.limit:g}" if each.limit is not None else "")
         points.append(votes.point(label, [votes.stop(each, r) for r in votes.records]))
