@@ -140,7 +140,7 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="a tiny size, to prove the script still runs (CI)")
     args = parser.parse_args()
     if args.smoke:
-        args.requests, args.interval, args.update_every = 4, 0.0, 2
+        args.requests, args.interval, args.update_every = 8, 0.0, 2  # 4 held out for the gate, 2 updates
     size = max(args.requests, 1)
     arith = Arith(digits=2, size=size, seed=REPORT_SET_SEED)
     problems, _ = arith.load()

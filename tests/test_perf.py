@@ -18,13 +18,15 @@ NEEDS = {  # what a script needs beyond the base install; without it, it is skip
     "ttrl_step.py": "trl",
     "stream.py": "trl",
     "serve_learns.py": "trl",
+    "serve_safe.py": "trl",
     "sandbox.py": "docker",
     "selection.py": "docker",
     "fleet.py": "vllm",
 }
 
 
-TAKES_A_MODEL = ("adaptive.py", "adaptive_ttrl.py", "hf_prefill.py", "ttrl_step.py", "stream.py", "serve_learns.py")
+TAKES_A_MODEL = ("adaptive.py", "adaptive_ttrl.py", "hf_prefill.py", "ttrl_step.py", "stream.py", "serve_learns.py",
+                 "serve_safe.py")  # fmt: skip
 
 
 def test_every_script_takes_smoke() -> None:
