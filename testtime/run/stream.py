@@ -44,6 +44,7 @@ class StreamFiles:
         self.labels = self.folder / "labels.jsonl"
         self.updates = self.folder / "updates.jsonl"
         self.rejected = self.folder / "rejected.jsonl"
+        self.moves = self.folder / "weights.jsonl"  # a learning server's operator moves (`methods/ttrl/background.py`)
 
     def _append(self, path: Path, line: str) -> None:
         self.folder.mkdir(exist_ok=True)
@@ -55,6 +56,13 @@ class StreamFiles:
 
     def append_update(self, update: StreamUpdate) -> None:
         self._append(self.updates, update.model_dump_json())
+
+    def append_move(self, move: dict[str, Any]) -> None:
+        self._append(self.moves, json.dumps(move))
+
+    def read_moves(self) -> list[dict[str, Any]]:
+        """The operator's moves of the serving weights, oldest first (a torn last line skipped)."""
+        return [json.loads(line) for line in read_records(self.moves) if _whole(line)] if self.moves.exists() else []
 
     def reject(self, where: str, reason: str) -> None:
         self._append(self.rejected, json.dumps({"where": where, "reason": reason, "time": time.time()}))
@@ -73,6 +81,14 @@ class StreamFiles:
 
     def rejected_count(self) -> int:
         return len(read_records(self.rejected)) if self.rejected.exists() else 0
+
+
+def _whole(line: str) -> bool:
+    try:
+        json.loads(line)
+    except json.JSONDecodeError:
+        return False
+    return True
 
 
 def _records(path: Path, kind: type[Record]) -> list[Any]:

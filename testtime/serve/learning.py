@@ -15,12 +15,10 @@ both, recorded); an update that was due or in flight runs again in the backgroun
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 from typing import Any
 
-from testtime.core.errors import UserError
 from testtime.core.records import Message, Problem
 from testtime.core.results import ProblemResult, StreamUpdate
 from testtime.methods import MethodContext
@@ -90,17 +88,7 @@ class ServedLearning:
         self.arrivals = max((r.answered_with.arrival + 1 for r in records if r.answered_with), default=0)
         self.files.repair()
         updates = self.files.read_updates()
-        self._restore_updates(updates)
-        moved = self._last_move(len(updates))
-        chosen = s.weights or moved
-        if chosen is not None:
-            try:
-                await background.move(chosen, "restart" if s.weights else "restored")
-            except UserError as exc:
-                raise UserError(f"--method-opt weights={chosen}: {exc}") from None
-        elif background.serving:
-            background.engines[background.serving] = await background._load(background.serving)
-        self.online.steps = background.serving
+        await background.restore(updates, s.weights)
         background.start()
         if not records:
             return ""
@@ -111,30 +99,6 @@ class ServedLearning:
             f"{len(background.windows.admitted) - len(trained)} more admitted and waiting; answering with "
             f"{self.weights}" + (f"; {due} due update(s) run in the background" if due else "")
         )
-
-    def _restore_updates(self, updates: list[StreamUpdate]) -> None:
-        """The recorded updates: accepted ones whose weights are still on disk are kept versions (an older run
-        kept only its newest); the last accepted serves."""
-        background, online = self.background, self.online
-        background.updates = list(updates)
-        background.windows.started = len(updates)
-        for number, update in enumerate(updates, 1):
-            if update.outcome in (None, "accepted"):
-                steps = update.state
-                final = online._folder(number) / "ttrl" / "final"
-                if steps and final.is_dir():
-                    background.versions[steps] = str(final)
-                background.serving = steps if steps in background.versions else background.serving
-            background.trained = max(background.trained, update.trained_steps or update.state)
-        online.updates = len(updates)
-        online.collapsed = online._stopped_by_alarm(len(updates)) if updates else None
-
-    def _last_move(self, updates: int) -> str | None:
-        """An operator's choice made after the last recorded update (`stream/weights.jsonl`), if any."""
-        path = self.files.folder / "weights.jsonl"
-        moves = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
-        last = moves[-1] if moves else None
-        return str(last["steps"]) if last is not None and last.get("after_updates", 0) >= updates else None
 
     def arrival(self, ctx: MethodContext, client: str, weights: str | None) -> Learner:
         """The learner one request is answered through (its own prompt, seed and plan; its client; the kept

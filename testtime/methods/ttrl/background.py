@@ -20,7 +20,6 @@ thread) and a restart runs it again.
 from __future__ import annotations
 
 import asyncio
-import json
 import shutil
 import time
 from collections import deque
@@ -255,16 +254,17 @@ class BackgroundUpdates:
 
     # -- weights ----------------------------------------------------------------------------------------------
 
-    async def move(self, asked: str, by: str) -> str:
-        """Serve kept version `asked` (or the base model) from now on, recorded; its name."""
+    async def move(self, asked: str, by: str, record: bool = True) -> str:
+        """Serve kept version `asked` (or the base model) from now on, recorded (unless it restores a recorded
+        move); its name."""
         steps = self.version(asked)
         if steps not in self.engines:
             self.engines[steps] = await self._load(steps)
         self.serving = steps
         self.online.steps = steps
-        self.files._append(self.files.folder / "weights.jsonl", json.dumps(
-            {"weights": self.name(steps), "steps": steps, "after_updates": len(self.updates), "by": by,
-             "time": time.time()}))  # fmt: skip
+        if record:
+            move = {"weights": self.name(steps), "steps": steps, "after_updates": len(self.updates), "by": by}
+            self.files.append_move(move | {"time": time.time()})
         self._drop_unused()
         return self.name(steps)
 
@@ -298,6 +298,37 @@ class BackgroundUpdates:
                 asyncio.get_running_loop().create_task(engine.model.aclose())
 
     # -- state --------------------------------------------------------------------------------------------
+
+    async def restore(self, updates: list[StreamUpdate], asked: str | None) -> None:
+        """An earlier lifetime's updates: accepted ones whose weights are still on disk are kept versions (an older
+        run kept only its newest); what served when it stopped serves again (the last accepted update's weights,
+        or an operator's later move), unless `asked` (`--method-opt weights=`) chooses, recorded as a move."""
+        online = self.online
+        self.updates, self.windows.started = list(updates), len(updates)
+        for number, update in enumerate(updates, 1):
+            if update.outcome in (None, "accepted"):
+                final = online._folder(number) / "ttrl" / "final"
+                if update.state and final.is_dir():
+                    self.versions[update.state] = str(final)
+                self.serving = update.state if update.state in self.versions else self.serving
+            self.trained = max(self.trained, update.trained_steps or update.state)
+        online.updates = len(updates)
+        online.collapsed = online._stopped_by_alarm(len(updates)) if updates else None
+        chosen = asked or self._last_move(len(updates))
+        if chosen is not None:
+            try:
+                await self.move(chosen, "restart", record=asked is not None)
+            except UserError as exc:
+                raise UserError(f"--method-opt weights={chosen}: {exc}") from None
+        elif self.serving:
+            self.engines[self.serving] = await self._load(self.serving)
+        online.steps = self.serving
+
+    def _last_move(self, updates: int) -> str | None:
+        """An operator's move made after the last recorded update (`stream/weights.jsonl`), if any."""
+        moves = self.files.read_moves()
+        last = moves[-1] if moves else None
+        return str(last["steps"]) if last is not None and last.get("after_updates", 0) >= updates else None
 
     def health(self) -> dict[str, Any]:
         online, s = self.online, self.online.settings
