@@ -114,3 +114,5 @@ def test_a_flood_and_a_burst_are_bounded(tmp_path: Path, scripted_model: str) ->
     assert all(r["learned_why"] for r in flood if not r["learned"])
     burst = served[32:]
     assert sum(r["learned"] for r in burst) <= 3 * 4  # a window waiting, one filling, and one started meanwhile
+    # requests answered while an update was gated never took its weights away from the gate
+    assert all(u.outcome != "failed" for u in updates_of(out)), [u.why for u in updates_of(out)]

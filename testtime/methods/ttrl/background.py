@@ -186,7 +186,14 @@ class BackgroundUpdates:
         shutil.rmtree(folder / "ttrl" / "checkpoints", ignore_errors=True)  # a finished update needs none
         self.versions[made] = str(final)
         self.engines[made] = await self._load(made)
-        figures = await self._gate(made) if s.gate else None
+        held = (made, self.serving)  # both held while the gate votes: no request's give-back or move drops them
+        for steps in held:
+            self.voting[steps] = self.voting.get(steps, 0) + 1
+        try:
+            figures = await self._gate(made) if s.gate else None
+        finally:
+            for steps in held:
+                self.voting[steps] -= 1
         accepted = alarm is None and (figures is None or figures.accepted)
         if accepted:
             self.serving = made
