@@ -66,3 +66,15 @@ def api_engine(
         concurrency=concurrency,
         retry=RetryPolicy(max_attempts=attempts, base_delay_s=0.01),
     )
+
+
+def docs_plugin(name: str, folder: Path) -> Path:
+    """docs/plugins.md's example `name` (its ```python title="NAME" block), saved in `folder` as a user would."""
+    import re
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "plugins.md").read_text()
+    source = re.search(rf'```python title="{re.escape(name)}"\n(.*?)```', page, re.S)
+    assert source, f"docs/plugins.md lost its {name} example"
+    plugin = folder / name
+    plugin.write_text(source[1])
+    return plugin

@@ -429,13 +429,9 @@ def test_the_plugin_pages_plan_says_what_its_method_will_do(tmp_path: Path, test
     """docs/plugins.md's `critic.py`, as written there: its plan declares both kinds of call it makes (the
     critique greedy, whatever the run's temperature), it refuses a stream in one line, and a run of it ledgers its
     critiques with the sampling the manifest records."""
-    import re
+    from tests.helpers import docs_plugin
 
-    page = (Path(__file__).resolve().parents[1] / "docs" / "plugins.md").read_text()
-    source = re.search(r'```python title="critic.py"\n(.*?)```', page, re.S)
-    assert source, "docs/plugins.md lost its plan example"
-    plugin = tmp_path / "critic.py"
-    plugin.write_text(source[1])
+    plugin = docs_plugin("critic.py", tmp_path)
     out = tmp_path / "run"
     done = testtime_process(
         "run", "--plugin", str(plugin), "--method", "critic", "--bench", "arith", "--limit", "2",

@@ -10,14 +10,11 @@ from pathlib import Path
 
 from tests.cli.test_as_users_run import logged
 from tests.experiments.test_view import dom, errors_in, needs_chromium
+from tests.helpers import docs_plugin
 
 
 def _critic(tmp_path: Path) -> Path:
-    page = (Path(__file__).resolve().parents[2] / "docs" / "plugins.md").read_text()
-    source = re.search(r'```python title="critic.py"\n(.*?)```', page, re.S)
-    assert source, "docs/plugins.md lost its plan example"
-    plugin = tmp_path / "critic.py"
-    plugin.write_text(source[1])
+    plugin = docs_plugin("critic.py", tmp_path)
     out = tmp_path / "run"
     status, said = logged(tmp_path, "run", "--plugin", str(plugin), "--method", "critic", "--bench", "arith",
                           "--limit", "4", "--model", "fake:echo", "--out", str(out))  # fmt: skip

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.run.test_merge_forgery import edit_jsonl, refused
+from tests.run.test_merge_forgery import _sharded, edit_jsonl, refused
 
 Cli = Callable[..., Any]
 SETTLES = ["It is \\boxed{1}.", "It is \\boxed{1}.", "It is \\boxed{2}."]  # 3 to 1 after four: posterior settles
@@ -20,17 +20,7 @@ SPLITS = ["It is \\boxed{1}.", "It is \\boxed{2}."]  # never settles: every vote
 
 
 def _adaptive_shards(testtime_cli: Cli, tmp_path: Path, replies: list[str], *args: str) -> tuple[Path, Path]:
-    script = tmp_path / "replies.json"
-    script.write_text(json.dumps(replies))
-    paths = []
-    for index in (1, 2):
-        path = tmp_path / f"shard{index}"
-        done = testtime_cli("run", "--bench", "arith", "--limit", "4", "--n", "12", "--concurrency", "1", "--quiet",
-                            "--model", f"fake:file:{script}", "--shard", f"{index}/2", "--out", str(path),
-                            *args)  # fmt: skip
-        assert done.returncode == 0, done.stderr
-        paths.append(path)
-    return paths[0], paths[1]
+    return _sharded(testtime_cli, tmp_path, replies, "--n", "12", *args)
 
 
 @pytest.fixture

@@ -22,6 +22,7 @@ DOUBLE, DOUBLE_TOO, SQUARE = "print(int(input()) * 2)", "n = int(input())\nprint
 POOLS = {
     "majority": {"math": ["4", "5", "4", None, "04"], "code": [DOUBLE, SQUARE, DOUBLE, None]},
     "exclusivity": {"math": ["4", "5", "4", None, "04"]},
+    "reflect": {"math": ["4", "5", "4", None, "04"]},  # no model in this context: the majority, said so
     "execution": {"code": [DOUBLE, SQUARE, DOUBLE_TOO, None, "def broken(:"]},
     "medoid": {"text": ["The cat sat on the mat.", "A dog barked.", "the cat sat on a mat", None, "cat sat on mat"]},
     "usc": {"text": ["The cat sat on the mat.", "A dog barked.", "the cat sat on a mat", None, "cat sat on mat"]},

@@ -7,7 +7,6 @@ per-request `testtime.n` refused; every request's record saying whether it was l
 from __future__ import annotations
 
 import json
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ import httpx
 import openai
 import pytest
 
-from tests.serve.test_serve_learns import health, serving
+from tests.serve.test_serve_learns import health, serving, wait_for
 from testtime.core.results import StreamUpdate
 
 ADMIN = "admin-key-of-its-own"
@@ -29,16 +28,6 @@ def ask(url: str, model: str, question: str, user: str | None = None, **extra: A
     return client.chat.completions.create(
         model=model, messages=[{"role": "user", "content": question}], user=user or openai.NOT_GIVEN, **extra
     )
-
-
-def wait_for_updates(url: str, count: int, patience: float = 300) -> dict[str, Any]:
-    deadline = time.time() + patience
-    while time.time() < deadline:
-        learning = health(url)["learning"]
-        if learning["updates"] >= count and not learning["updating"]:
-            return learning
-        time.sleep(0.1)
-    raise AssertionError(f"no {count} updates within {patience} s: {health(url)}")
 
 
 def updates_of(out: Path) -> list[StreamUpdate]:
@@ -54,7 +43,7 @@ def test_an_update_is_gated_kept_named_and_an_operator_rolls_back(tmp_path: Path
     with serving(out, model, *SAFE) as first:
         url = first["url"]
         replies = [ask(url, model, f"What is {i} + 1?") for i in range(8)]  # 4 probe questions, 4 learned from
-        learning = wait_for_updates(url, 1)
+        learning = wait_for(url, 1)
         [update] = updates_of(out)
         assert update.gate is not None and update.gate.serving.questions == 4  # scored on the held-out probe
         assert update.outcome == ("accepted" if update.gate.accepted else "refused")

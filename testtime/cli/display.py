@@ -37,11 +37,16 @@ PROGRESS_LINE_S = 10.0
 EXIT_ALL_FAILED = 3  # `testtime run`'s exit status when no call succeeded: nothing was measured
 EXIT_STOPPED = 4  # `testtime run`'s exit status when a budget stopped it before the end (resume to finish)
 console = Console(stderr=True, emoji=False)  # progress and status; "openai:x:" is a model name, not an emoji
-# Results: tables a user may pipe or redirect. Piped, rich would cut them to 80 columns ("meth…"): a file gets
-# room for every cell (tables stay as narrow as their contents), unless COLUMNS says how wide (then cells wrap).
-results_console = Console(
-    width=None if sys.stdout.isatty() or os.environ.get("COLUMNS", "").isdigit() else 200, emoji=False
-)
+# Results: tables a user may pipe or redirect. Piped, rich would cut them to 80 columns ("meth…"): a file
+# gets room for every cell (tables stay as narrow as their contents).
+results_console = Console(width=None if sys.stdout.isatty() else 200, emoji=False)
+
+
+def listing_console() -> Console:
+    """For `testtime list`'s long prose cells: the terminal's width, or COLUMNS where it is set (piped to a
+    pager or a file of 80 columns, cells wrap), else the results' 200."""
+    columns = os.environ.get("COLUMNS", "")
+    return Console(width=int(columns) if columns.isdigit() else results_console.width, emoji=False)
 
 
 class _ConsoleLines(logging.Handler):

@@ -310,7 +310,7 @@ def list_command() -> None:
     from rich.table import Table
 
     from testtime.benchmarks import BENCHMARKS, load_benchmarks
-    from testtime.cli.display import results_console
+    from testtime.cli.display import listing_console
     from testtime.core.plugins import loaded_plugins
     from testtime.core.registry import Registry
     from testtime.methods import METHODS, SelectorChoice, load_methods
@@ -320,6 +320,7 @@ def list_command() -> None:
     from testtime.selectors import SELECTORS, load_selectors
 
     load_benchmarks(), load_methods(), load_backends(), load_selectors()
+    results_console = listing_console()
     table = Table("kind", "name", "default selector", "what")
 
     def what(registry: Registry[Any], name: str, text: str) -> str:

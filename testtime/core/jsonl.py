@@ -3,6 +3,7 @@ appended after it, so the next record never glues onto a fragment (and is never 
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -43,3 +44,12 @@ def record_lines(text: str) -> list[str]:
 def read_records(path: Path) -> list[str]:
     """`record_lines` of a UTF-8 file."""
     return record_lines(path.read_text(encoding="utf-8"))
+
+
+def is_json(line: str) -> bool:
+    """Whether a line is one whole JSON value (a line torn by a kill -9 is not)."""
+    try:
+        json.loads(line)
+    except json.JSONDecodeError:
+        return False
+    return True

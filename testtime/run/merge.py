@@ -28,7 +28,7 @@ from typing import Any
 
 from testtime.core.cache import CompletionCache
 from testtime.core.errors import UserError
-from testtime.core.jsonl import read_records
+from testtime.core.jsonl import is_json, read_records
 from testtime.core.ledger import Ledger
 from testtime.core.records import Problem
 from testtime.core.results import ProblemResult, ResultRecord
@@ -233,7 +233,7 @@ def _concatenate(parts: list[Path], target: Path) -> None:
     with target.open("w", encoding="utf-8") as out:
         for part in parts:
             for line in read_records(part):
-                if _is_json(line):
+                if is_json(line):
                     out.write(line + "\n")
 
 
@@ -242,7 +242,7 @@ def _merge_blobs(parts: list[Path], target: Path) -> None:
     with target.open("w", encoding="utf-8") as out:
         for part in (p for p in parts if p.exists()):
             for line in read_records(part):
-                if _is_json(line) and (key := json.loads(line)["id"]) not in seen:
+                if is_json(line) and (key := json.loads(line)["id"]) not in seen:
                     seen.add(key)
                     out.write(line + "\n")
 
@@ -259,11 +259,3 @@ def _merge_caches(parts: list[Path], target: Path) -> None:
             db.execute("DETACH DATABASE shard")
     finally:
         db.close()
-
-
-def _is_json(line: str) -> bool:
-    try:
-        json.loads(line)
-    except json.JSONDecodeError:
-        return False
-    return True

@@ -28,7 +28,7 @@ from pydantic import ValidationError
 from testtime.benchmarks.rows import utf8_line
 from testtime.benchmarks.stdin import StdinStream
 from testtime.core.errors import UserError
-from testtime.core.jsonl import read_records
+from testtime.core.jsonl import is_json, read_records
 from testtime.core.records import Problem, Record, Reference
 from testtime.core.results import ResultRecord, StreamUpdate, TTRLStep, read_steps
 from testtime.methods.learner import Learner
@@ -62,7 +62,7 @@ class StreamFiles:
 
     def read_moves(self) -> list[dict[str, Any]]:
         """The operator's moves of the serving weights, oldest first (a torn last line skipped)."""
-        return [json.loads(line) for line in read_records(self.moves) if _whole(line)] if self.moves.exists() else []
+        return [json.loads(line) for line in read_records(self.moves) if is_json(line)] if self.moves.exists() else []
 
     def reject(self, where: str, reason: str) -> None:
         self._append(self.rejected, json.dumps({"where": where, "reason": reason, "time": time.time()}))
@@ -81,14 +81,6 @@ class StreamFiles:
 
     def rejected_count(self) -> int:
         return len(read_records(self.rejected)) if self.rejected.exists() else 0
-
-
-def _whole(line: str) -> bool:
-    try:
-        json.loads(line)
-    except json.JSONDecodeError:
-        return False
-    return True
 
 
 def _records(path: Path, kind: type[Record]) -> list[Any]:

@@ -53,19 +53,26 @@ def hf_extra(trainer: Any, prompts: list[Any], k: int) -> Votes:
     with TRL's own GenerationConfig: the vote-only samples of the prompts whose trained samples did not settle their
     vote (`--adaptive`), drawn once those were judged."""
     tokenizer = trainer.processing_class
-    model = trainer.accelerator.unwrap_model(trainer.model)
-    import torch
-
-    ids, mask = prompt_ids(tokenizer, prompts)
-    counts = torch.full((len(prompts),), k, device=model.device)
-    generated = generate_shared(
-        model, ids.to(model.device), mask.to(model.device), counts, generation_config=trainer.generation_config
-    )
-    rows = [through_end(row, trainer.eos_token_ids) for row in generated.tolist()]
+    _, _, rows = _policy_samples(trainer, prompts, k)
     return [
         [(tokenizer.decode(row, skip_special_tokens=True), len(row)) for row in rows[g * k : (g + 1) * k]]
         for g in range(len(prompts))
     ]
+
+
+def _policy_samples(trainer: Any, prompts: list[Any], k: int) -> tuple[Any, Any, list[list[int]]]:
+    """k samples of each prompt from the policy in one batch (each prompt's prefill shared), with TRL's own
+    GenerationConfig, cut at its end tokens as TRL cuts its own: the prompts' (ids, mask) and the samples, a
+    prompt's k consecutive."""
+    import torch
+
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    ids, mask = prompt_ids(trainer.processing_class, prompts)
+    counts = torch.full((len(prompts),), k, device=model.device)
+    generated = generate_shared(
+        model, ids.to(model.device), mask.to(model.device), counts, generation_config=trainer.generation_config
+    )
+    return ids, mask, [through_end(row, trainer.eos_token_ids) for row in generated.tolist()]
 
 
 def shared_rollouts(
@@ -77,19 +84,13 @@ def shared_rollouts(
     are returned for training, with TRL's own GenerationConfig and EOS cut; the rest travel to the reward
     function as each row's `extra_votes`. With `confidence` (a confidence reward), each trained sample's token
     statistics under the policy that drew it travel too, as `token_stats` (one forward pass per group)."""
-    import torch
 
     groups = [prompts[start] for start in range(0, len(prompts), n_train)]
     if len(prompts) % n_train or any(prompt != groups[i // n_train] for i, prompt in enumerate(prompts)):
         raise RuntimeError("TRL's generation batch is not each prompt N_train times in a row; the vote needs groups")
     tokenizer = trainer.processing_class
     model = trainer.accelerator.unwrap_model(trainer.model)
-    ids, mask = prompt_ids(tokenizer, groups)
-    counts = torch.full((len(groups),), n_vote, device=model.device)
-    generated = generate_shared(
-        model, ids.to(model.device), mask.to(model.device), counts, generation_config=trainer.generation_config
-    )
-    samples = [through_end(row, trainer.eos_token_ids) for row in generated.tolist()]  # as TRL cuts its own
+    ids, mask, samples = _policy_samples(trainer, groups, n_vote)
     config = trainer.generation_config  # confidence under the distribution sampled from (greedy: read at 1)
     sampled_at = (config.temperature or 1.0) if config.do_sample else 1.0
     prompt_rows, completion_rows, extra_votes, stats = [], [], [], []
