@@ -2,14 +2,17 @@
 rollout step an update): the gate's false refusals over ordinary updates, an lr 0.5 update it must catch, one
 client's flood with and without the per-client bound, and the memory and disk an update takes.
 
-1. Ordinary: `--updates` updates' worth of arith questions (seed 1, the arith prompt), one client, one at a time;
-   each update's gate verdict (a refusal here is a false refusal: nothing was wrong with the update's recipe).
+1. Ordinary: the 4 probe questions, then `--updates` windows of 4 arith questions (seed 1, the arith prompt), one
+   client, each window sent once the previous update has finished (a burst would be bounded by the backlog, not
+   learned from); each update's gate verdict (a refusal here is a false refusal: nothing was wrong with the update's
+   recipe).
 2. Wrecked: the same at `--method-opt lr=0.5` for two updates: each must be refused, and no reply name trained
    weights.
-3. Flood: a flooder (`user: "flooder"`) asks questions whose answer is 0 (`a - a`), interleaved with another
-   client's ordinary ones, three flooded questions to one ordinary; with the bound (max_client_share 0.5, the
-   default) and without (1.0): the flooder's share of what was learned from, the updates' outcomes, and the
-   probe's vote share under the serving and the trained weights at the last gate.
+3. Flood: the probe's 4 arith questions, then a flooder (`user: "flooder"`) asking questions whose answer is 0
+   (`a - a`), three to each ordinary question of another client, in groups of 4 sent once the updates settle; then
+   the probe's questions again. With the bound (max_client_share 0.5, the default) and without (1.0): the
+   flooder's share of what was learned from, the updates' outcomes, and how far the flood moved the weights: the
+   share of the probe's samples answering 0 (the flooded answer) before and after.
 Memory: the server process's peak resident set (psutil, every half second); disk: the largest the run's
 `stream/` grew while updates ran.
 
@@ -84,18 +87,27 @@ def settle(url: str, timeout: float = 3600.0) -> dict[str, Any]:
     raise SystemExit("the updates did not finish")
 
 
-def run(out: Path, model: str, traffic: list[tuple[list[dict[str, str]], str]], *options: str) -> dict[str, Any]:
+def run(out: Path, model: str, groups: list[list[tuple[list[dict[str, str]], str]]], *options: str) -> dict[str, Any]:
+    """One server on `out`: each group of requests sent once the updates the previous one made due have settled."""
     args = [*COMMON, *(x for o in options for x in ("--method-opt", o)), "--model", model]
     with serving(out, *args) as url:
         watch = Watch(out)
-        ask(url, model, traffic)
-        learning = settle(url)
+        for traffic in groups:
+            ask(url, model, traffic)
+            learning = settle(url)
         watch.close()
     recorded = out / "stream" / "updates.jsonl"
     updates = [json.loads(line) for line in recorded.read_text().splitlines()] if recorded.exists() else []
     requests = [json.loads(line) for line in (out / "requests.jsonl").read_text().splitlines()]
-    return {"updates": updates, "requests": requests, "learning": learning, "rss": watch.peak_rss,
-            "disk": watch.peak_disk}  # fmt: skip
+    answered = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    answered.sort(key=lambda r: r["answered_with"]["arrival"])
+    return {"updates": updates, "requests": requests, "answered": answered, "learning": learning,
+            "rss": watch.peak_rss, "disk": watch.peak_disk}  # fmt: skip
+
+
+def share_of(answered: list[dict[str, Any]], answer: str) -> float:
+    samples = [c["answer"] for r in answered for c in r["candidates"]]
+    return sum(a == answer for a in samples) / len(samples) if samples else 0.0
 
 
 def main() -> None:
@@ -112,37 +124,42 @@ def main() -> None:
     prompt = [[m.model_dump() for m in arith.prompt(p)] for p in problems]
     updates = 2 if args.smoke else args.updates
     ordinary = [(prompt[i % len(prompt)], "someone") for i in range(4 + 4 * updates)]
+    windows = [ordinary[:4]] + [ordinary[i : i + 4] for i in range(4, len(ordinary), 4)]
     # the flooder's questions all have the answer 0: a pull toward one answer, if it were learned from unbounded
     flooded = [[{"role": "user", "content": f"What is {a} - {a}? Put the final answer in \\boxed{{}}."}]
                for a in range(11, 75)]  # fmt: skip
-    flood = []
-    for i in range(12 if args.smoke else 32):
-        flood.append((prompt[i], "someone") if i % 4 == 0 else (flooded[i], "flooder"))
+    probe = [(prompt[-1 - i], "someone") for i in range(4)]  # questions neither the flood nor the windows ask
+    flood = [(prompt[i], "someone") if i % 4 == 0 else (flooded[i], "flooder") for i in range(12 if args.smoke else 32)]
+    flood_groups = [probe] + [flood[i : i + 4] for i in range(0, len(flood), 4)] + [probe]
     with tempfile.TemporaryDirectory() as scratch:
         folder = args.out or Path(scratch)
-        shutil.rmtree(folder / "ordinary", ignore_errors=True)
-        base = run(folder / "ordinary", args.model, ordinary)
+        for name in ("ordinary", "wrecked", "flood-0.5", "flood-1.0"):
+            shutil.rmtree(folder / name, ignore_errors=True)
+        base = run(folder / "ordinary", args.model, windows)
         gated = [u for u in base["updates"] if u.get("gate")]
         refused = [u for u in gated if u["outcome"] == "refused"]
-        print(f"ordinary: {len(base['updates'])} updates, {len(refused)} refused by the gate "
-              f"({[u['why'] for u in refused]}); peak memory {base['rss'] / 2**30:.2f} GiB, stream/ at most "
-              f"{base['disk'] / 2**30:.2f} GiB")  # fmt: skip
-        wrecked = run(folder / "wrecked", args.model, ordinary[: 4 + 4 * (1 if args.smoke else 2)], "lr=0.5")
+        zs = [u["gate"].get("answer_rate_z") for u in gated]
+        print(f"ordinary: {len(base['updates'])} updates, {len(gated)} gated, {len(refused)} refused by the gate "
+              f"({[u['why'] for u in refused]}); answer-rate z {zs}; peak memory {base['rss'] / 2**30:.2f} GiB, "
+              f"stream/ at most {base['disk'] / 2**30:.2f} GiB")  # fmt: skip
+        wrecked = run(folder / "wrecked", args.model, windows[: 2 if args.smoke else 3], "lr=0.5")
         outcomes = [u["outcome"] for u in wrecked["updates"]]
         names = {r["weights"] for r in wrecked["requests"]}
-        rates = [(u["gate"]["serving"]["answer_rate"], u["gate"]["trained"]["answer_rate"])
+        rates = [(u["gate"]["serving"]["answer_rate"], u["gate"]["trained"]["answer_rate"], u["gate"]["why"])
                  for u in wrecked["updates"] if u.get("gate")]  # fmt: skip
         print(f"lr 0.5: updates {outcomes}; replies named {sorted(names)}; answer rate serving -> trained {rates}")
         for share in ("0.5", "1.0"):
-            flooded_run = run(folder / f"flood-{share}", args.model, flood, f"max_client_share={share}")
+            flooded_run = run(folder / f"flood-{share}", args.model, flood_groups, f"max_client_share={share}")
             learned = [r for r in flooded_run["requests"] if r["learned"]]
             mine = sum(r["client"] == "user:flooder" for r in learned)
-            last = next((u["gate"] for u in reversed(flooded_run["updates"]) if u.get("gate")), None)
-            shares = (last["serving"]["vote_share"], last["trained"]["vote_share"]) if last else None
+            answered = flooded_run["answered"]
+            before, after = share_of(answered[:4], "0"), share_of(answered[-4:], "0")
             outcomes = [u["outcome"] for u in flooded_run["updates"]]
+            weights = flooded_run["requests"][-1]["weights"]
             print(
                 f"flood, max_client_share {share}: the flooder brought {mine} of the {len(learned)} requests learned "
-                f"from; updates {outcomes}; the probe's vote share serving -> trained at the last gate {shares}"
+                f"from; updates {outcomes}; the probe's samples answering 0 (the flooded answer): {before:.3f} "
+                f"before, {after:.3f} after (answered by {weights})"
             )
 
 

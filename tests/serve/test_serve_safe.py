@@ -7,6 +7,8 @@ per-request `testtime.n` refused; every request's record saying whether it was l
 from __future__ import annotations
 
 import json
+import signal
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ import pytest
 
 from tests.serve.test_serve_learns import health, serving, wait_for
 from testtime.core.results import StreamUpdate
+from testtime.serve.app import STOP_GRACE_S
 
 ADMIN = "admin-key-of-its-own"
 SAFE = ["--method", "ttrl", "--method-opt", "preset=cpu", "--method-opt", "update_every=4", "--method-opt", "window=4",
@@ -105,3 +108,39 @@ def test_a_flood_and_a_burst_are_bounded(tmp_path: Path, scripted_model: str) ->
     assert sum(r["learned"] for r in burst) <= 3 * 4  # a window waiting, one filling, and one started meanwhile
     # requests answered while an update was gated never took its weights away from the gate
     assert all(u.outcome != "failed" for u in updates_of(out)), [u.why for u in updates_of(out)]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_stop_during_an_update_ends_within_the_drain_and_a_restart_runs_the_update_again(
+    tmp_path: Path, scripted_model: str
+) -> None:
+    """SIGTERM while an update trains: the server ends within `--drain-timeout` (plus its grace), long before the
+    update could have finished, and the next start trains that window again."""
+    out, model = tmp_path / "served", scripted_model
+    long_update = [*SAFE, "--method-opt", "update_steps=100000", "--drain-timeout", "2"]
+    with serving(out, model, *long_update) as first:
+        url = first["url"]
+        for i in range(8):
+            ask(url, model, f"What is {i} + 1?")
+        deadline = time.monotonic() + 300
+        while not health(url)["learning"]["updating"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert health(url)["learning"]["updating"]
+        stopped = time.monotonic()
+        first["process"].send_signal(signal.SIGTERM)
+        first["process"].wait(timeout=120)
+        took = time.monotonic() - stopped
+    assert first["returncode"] == 0 and "Traceback" not in first["stderr"], first["stderr"]
+    assert took < 2 + STOP_GRACE_S, took  # 100000 steps would take hours
+    assert "update 1 abandoned at the stop; a restart runs it again" in first["stderr"]
+    assert (out / "summary.json").is_file()  # written before the process ended around the abandoned thread
+    finished = updates_of(out) if (out / "stream" / "updates.jsonl").exists() else []
+    assert [u for u in finished if u.outcome in ("accepted", "refused")] == []
+    with serving(out, model, *SAFE) as second:  # the same window, at the ordinary number of steps
+        learning = wait_for(second["url"], 1)
+        assert learning["updates"] == 1
+    assert second["returncode"] == 0, second["stderr"]
+    [update] = [u for u in updates_of(out) if u.outcome in ("accepted", "refused")]
+    served = [json.loads(line) for line in (out / "requests.jsonl").read_text().splitlines()]
+    assert list(update.learned_from) == [r["id"] for r in served[4:8]]  # the window the stop cut short

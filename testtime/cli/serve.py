@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import sys
 from collections import Counter
 from pathlib import Path
@@ -181,7 +182,7 @@ def serve_command(
         )
     if not flags.quiet:
         show_model_notices()  # a local model loads on the first request
-    summary, summary_path = serve(
+    summary, summary_path, abandoned = serve(
         settings,
         out,
         host=host,
@@ -204,3 +205,7 @@ def serve_command(
         f"on this --out: {summary.problems} answered, {summary.ledger.calls} upstream calls; summary: {summary_path}",
         soft_wrap=True,
     )
+    if abandoned:  # everything is written; the interpreter's exit would kill that thread inside torch (an abort)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)

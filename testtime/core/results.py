@@ -183,6 +183,10 @@ class GateVerdict(Record):
     accepted: bool
     why: str | None = None  # why it was refused
     answer_rate_margin: float
+    # how many standard errors the trained weights' answer rate fell (pooled two-proportion z), and the z that
+    # refuses; None in runs from before the gate weighed noise
+    answer_rate_z: float | None = None
+    noise_z: float | None = None
 
 
 class StreamUpdate(Record):

@@ -42,8 +42,9 @@ def serve(
     log: Callable[[ServedRecord], None] | None,
     on_ready: Callable[[str, Path], None],
     limits: ServeLimits | None = None,
-) -> tuple[RunSummary, Path]:
-    """Open a served run, answer requests until a stop signal, then write its summary; it and its path."""
+) -> tuple[RunSummary, Path, bool]:
+    """Open a served run, answer requests until a stop signal, then write its summary; it, its path, and whether
+    an update's training thread was abandoned at the stop (still inside torch: see `cli/serve.py`)."""
     from testtime.serve.app import ServeApp
 
     # a served request's samples follow its seed alone: a client that pins `seed` redraws the same samples, and
@@ -101,7 +102,10 @@ def serve(
         admin_key=admin_key,
     )
 
+    abandoned = False
+
     async def main() -> None:
+        nonlocal abandoned
         try:
             if session.learning is not None:
                 session.learning.warn(session.learning.sent())
@@ -111,7 +115,7 @@ def serve(
             await app.run(listener, lambda url: on_ready(url, opened.directory.path), drain_s)
         finally:
             if session.learning is not None:  # an update in flight stops at its next step, or is abandoned
-                await session.learning.close(timeout=app.drain_left(drain_s))
+                abandoned = await session.learning.close(timeout=app.drain_left(drain_s))
             await model.aclose()
 
     try:
@@ -122,7 +126,7 @@ def serve(
         summary = summarize_served(opened.directory, settings, effective.n, session.ledger.totals, wall_s)
         opened.release()
         app.disarm()
-    return summary, opened.directory.summary_path
+    return summary, opened.directory.summary_path, abandoned
 
 
 def _plan(method: Method, settings: RunSettings, domain: str) -> Plan:

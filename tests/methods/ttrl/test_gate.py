@@ -18,6 +18,20 @@ def test_weights_that_stop_answering_are_refused() -> None:
     assert said.answer_rate_margin == ANSWER_RATE_MARGIN
 
 
+def test_a_fall_beyond_sampling_noise_is_refused_below_the_margin() -> None:
+    """The embedded model at the cpu preset answers 6 of 32 probe samples; lr 0.5 weights answer none: a fall of
+    0.19, inside the absolute margin, but 2.6 standard errors deep."""
+    said = verdict(figures(0.1875, 2, answered=2), figures(0.0, 0, answered=0, share=None))
+    assert not said.accepted and said.why is not None and "sampling noise" in said.why
+    assert said.answer_rate_z is not None and said.answer_rate_z > 2.5
+
+
+def test_a_fall_within_sampling_noise_is_accepted() -> None:
+    said = verdict(figures(0.1875, 2, answered=2), figures(0.09375, 2, answered=2))  # 6 -> 3 of 32
+    assert said.accepted and said.answer_rate_z is not None and 0 < said.answer_rate_z < 2
+    assert verdict(figures(0.0, 0, answered=0, share=None), figures(0.0, 0, answered=0, share=None)).accepted
+
+
 def test_one_answer_for_everything_is_refused() -> None:
     said = verdict(figures(0.9, 3), figures(0.95, 1, share=1.0))
     assert not said.accepted and said.why is not None and said.why.startswith("collapse")

@@ -3,7 +3,10 @@
 and replace them only if they are not worse beyond a stated margin on what can be measured without labels:
 
 - format: the share of samples that give an answer at all; refused below the serving weights' by more than
-  `ANSWER_RATE_MARGIN` (an update that wrecks the model stops answering: measured at lr 0.5, 0.9 → 0.0);
+  `ANSWER_RATE_MARGIN`, or by more than sampling noise explains (a pooled two-proportion z of `NOISE_Z` or more:
+  about 2% of updates that changed nothing). An update that wrecks the model stops answering: at lr 0.5 on the
+  embedded model, 0.19 → 0.00 at the cpu preset's 32 new tokens (z 2.6), which an absolute margin alone let
+  through;
 - collapse: the distinct answers the votes give across different questions; refused when every question with an
   answer gets the same one where the serving weights gave two or more, or when the distinct answers fall to half
   or less (TTRL's known failure: one confident answer for everything);
@@ -17,6 +20,7 @@ answers; a change the probe's few questions do not exercise; anything a label wo
 from __future__ import annotations
 
 import asyncio
+import math
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 
@@ -24,6 +28,7 @@ from testtime.core.records import Problem
 from testtime.core.results import GateSignals, GateVerdict, ProblemResult
 
 ANSWER_RATE_MARGIN = 0.25
+NOISE_Z = 2.0  # one-sided: a fall this many standard errors deep is beyond the probe's sampling noise
 
 
 def signals(results: Sequence[ProblemResult]) -> GateSignals:
@@ -40,13 +45,27 @@ def signals(results: Sequence[ProblemResult]) -> GateSignals:
     )
 
 
+def answer_rate_z(serving: GateSignals, trained: GateSignals) -> float:
+    """How many standard errors the trained weights' answer rate lies below the serving's (pooled two-proportion
+    z; negative: above it; 0 where neither set of samples varies)."""
+    if not serving.samples or not trained.samples:
+        return 0.0
+    pooled = (serving.answer_rate * serving.samples + trained.answer_rate * trained.samples) / (
+        serving.samples + trained.samples
+    )
+    spread = math.sqrt(pooled * (1 - pooled) * (1 / serving.samples + 1 / trained.samples))
+    return (serving.answer_rate - trained.answer_rate) / spread if spread else 0.0
+
+
 def verdict(serving: GateSignals, trained: GateSignals) -> GateVerdict:
     """Accept unless the trained weights are worse beyond the margins (the module's docstring)."""
-    why = None
-    if trained.answer_rate < serving.answer_rate - ANSWER_RATE_MARGIN:
+    why, z = None, answer_rate_z(serving, trained)
+    beyond_margin = trained.answer_rate < serving.answer_rate - ANSWER_RATE_MARGIN
+    if beyond_margin or z >= NOISE_Z:
+        past = f"the margin {ANSWER_RATE_MARGIN}" if beyond_margin else f"sampling noise: z {z:.1f} >= {NOISE_Z}"
         why = (
             f"format: {trained.answer_rate:.2f} of its samples give an answer, against {serving.answer_rate:.2f} "
-            f"(margin {ANSWER_RATE_MARGIN})"
+            f"(a fall past {past})"
         )
     elif serving.distinct_answers >= 2 and trained.answered_questions >= 2 and trained.distinct_answers == 1:
         why = (
@@ -59,7 +78,13 @@ def verdict(serving: GateSignals, trained: GateSignals) -> GateVerdict:
             f"{serving.distinct_answers}"
         )
     return GateVerdict(
-        serving=serving, trained=trained, accepted=why is None, why=why, answer_rate_margin=ANSWER_RATE_MARGIN
+        serving=serving,
+        trained=trained,
+        accepted=why is None,
+        why=why,
+        answer_rate_margin=ANSWER_RATE_MARGIN,
+        answer_rate_z=round(z, 3),
+        noise_z=NOISE_Z,
     )
 
 
