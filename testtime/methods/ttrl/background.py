@@ -163,6 +163,8 @@ class BackgroundUpdates:
         if not any(self.answered.get(p.id, True) for p in window):
             return self._record(number, "skipped", window, why="every vote in the window abstained: nothing to learn")
         folder = online._folder(number)
+        if not (folder / "ttrl" / "final" / "config.json").is_file():  # (a finished one is only recorded again)
+            shutil.rmtree(folder / "ttrl", ignore_errors=True)  # an update a stop abandoned trains from its start
         online.weights = self.versions[self.serving]  # train what serves now
         settings = s.model_copy(update={"steps": s.update_steps, "prompts_per_step": min(s.prompts_per_step,
                                                                                          len(window))})  # fmt: skip

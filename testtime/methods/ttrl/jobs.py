@@ -64,7 +64,7 @@ class TTRLLearner(Learner):
         become current (`load` puts them behind an engine). A stop signal ends training at a checkpointed step
         and raises. `free_current`: drop the current weights from memory first (nothing answers meanwhile); a
         server keeps them answering. `daemon`: train on a daemon thread, which a stopping server may abandon (a
-        step on a CPU outlasts any drain timeout) and a restart redoes."""
+        step on a CPU outlasts any drain timeout) and a restart redoes from its start (so it writes no checkpoints)."""
         ctx, loop = self.ctx, asyncio.get_running_loop()
         if free_current and self.engine.model is not None:
             await self.engine.model.aclose()  # free these weights before the trainer loads its own copy
@@ -86,6 +86,7 @@ class TTRLLearner(Learner):
             stop_requested=lambda: ctx.engine.stop is not None,
             earlier_steps=earlier_steps,
             vote_stop=ctx.plan.adaptive,
+            checkpoints=not daemon,  # an abandoned update starts again; it writes none
         )
         final = await (in_daemon_thread(train_ttrl, job) if daemon else asyncio.to_thread(train_ttrl, job))
         give_back_memory()

@@ -89,6 +89,9 @@ class TrainingJob:
     # Online TTRL: the stream's earlier updates' steps.jsonl, so label flips and the collapse alarm span updates
     earlier_steps: tuple[Path, ...] = ()
     vote_stop: Adaptive | None = None  # --adaptive: a prompt whose trained samples settle its vote draws no more
+    # False: no checkpoints (a served update: a stop abandons it and a restart trains it again from its start, so
+    # a checkpoint, the weights and AdamW's state, 1.6 GB at 135M, would only take disk and time)
+    checkpoints: bool = True
 
     @property
     def root(self) -> Path:
@@ -242,7 +245,7 @@ def _train(job: TrainingJob) -> Path | None:
         use_cpu=not gpu,
         bf16=gpu,
         logging_steps=1,
-        save_strategy="steps",
+        save_strategy="steps" if job.checkpoints else "no",
         save_steps=settings.save_steps,
         save_total_limit=1,  # resume needs only the last; each holds weights and AdamW state (1.6 GB at 135M)
         report_to=[t.strip() for t in settings.report_to.split(",") if t.strip()],
