@@ -93,14 +93,20 @@ def judge_fell_back(label_free: LabelFreeSummary | None) -> list[str]:
     ]
 
 
-def knowledge_stayed_empty(health: KnowledgeHealth | None) -> list[str]:
-    """The warning for a TRT run whose knowledge list never held a lesson: what ran was rounds of rollouts and
-    selection, not the recursive thinking the method is named for, and the figures should say so."""
+def knowledge_stayed_empty(health: KnowledgeHealth | None, method: str) -> list[str]:
+    """The warning for a run whose TRT knowledge list never held a lesson: what ran was rounds of rollouts and
+    selection (TTRL: its training without the lessons), not what the method is named for, and the figures should
+    say so."""
     if health is None or health.lessons_entered != 0:
         return []
+    what = (
+        "TTRL's training without them (knowledge=trt changed nothing but the reflections' tokens)"
+        if method == "ttrl"
+        else "rounds of rollouts with selection, not TRT's recursive thinking"
+    )
     return [
         f"TRT's knowledge list stayed empty: no lesson entered it on any problem ({health.reflections_parsed} of "
         f"{health.reflections} reflections parsed, {health.strategy_lists_parsed} of {health.strategy_lists} "
-        "strategy lists); what ran is rounds of rollouts with selection, not TRT's recursive thinking (a model too "
-        "small to write the JSON the prompts ask for, or --max-tokens too low for it)"
+        f"strategy lists); what ran is {what} (a model too small to write the JSON the prompts ask for, or "
+        "--max-tokens too low for it)"
     ]

@@ -186,7 +186,7 @@ def summarize(
     values["graded_on_public_tests_only"] = sum(r.public_only for r in records)  # loud: optimistic scores
     values["errata_problems"] = [r.problem_id for r in records if r.erratum]
     said = [*measured_nothing(records, str(run.get("method", ""))), *judge_fell_back(values["label_free"])]
-    said += knowledge_stayed_empty(health)
+    said += knowledge_stayed_empty(health, str(run.get("method", "")))
     run["warnings"] = [*run.get("warnings", ()), *said]
     return RunSummary.model_validate({**values, **run})
 

@@ -61,6 +61,9 @@ def test_trt_knowledge_in_ttrl_records_its_reflections_per_step(tmp_path: Path, 
     summary = json.loads((out / "summary.json").read_text())
     health = summary["trt_knowledge"]
     assert health["reflections"] == counted[0].asked and health["lessons_entered"] == counted[0].entered
+    empty = [w for w in summary["warnings"] if "knowledge list stayed empty" in w]
+    assert bool(empty) == (health["lessons_entered"] == 0)
+    assert all("TTRL's training without them" in w for w in empty)  # not TRT's wording: no rounds ran
     blobs = (out / "blobs.jsonl").read_text()
     assert "Lessons from earlier attempts" not in blobs  # no evaluation prompt carries a lesson
 
