@@ -2,10 +2,11 @@
 what the trained model answers after, on the TTRL miniature (the held-out arith set, the cpu preset: N_vote 16,
 N_train 8).
 
-Both runs start from the same weights and seed; with --adaptive (the default rule, posterior 0.95) a prompt whose
-8 trained samples already settle its vote of 16 draws none of its 8 vote-only samples. The table gives the vote's
-samples and tokens (the ledger's `ttrl_vote` and `ttrl_rollout` lines), the training's tokens, and the greedy
-answer after training, with the paired difference by problem.
+Both runs start from the same weights and seed; with --adaptive (the default rule) a prompt whose 8 trained
+samples already settle its vote of 16 draws none of its 8 vote-only samples (they are drawn in a second batch, for
+the unsettled prompts only). The table gives the vote-only samples and their tokens (the ledger's `ttrl_vote`
+lines), all rollout tokens (`ttrl_rollout` and `ttrl_vote`), each run's wall time, and the greedy answer after
+training, with the paired difference by problem.
 
     .venv/bin/python perf/adaptive_ttrl.py                     # the embedded model: two miniatures, ~8 min
     .venv/bin/python perf/adaptive_ttrl.py --model FOLDER --smoke   # any hf folder: 4 problems, 1 step
@@ -49,17 +50,20 @@ def main() -> None:
                          sum(e.prompt_tokens + e.completion_tokens for e in trained), summary))  # fmt: skip
     fixed = rows[0]
     print(f"TTRL miniature ({size} held-out arith problems, cpu preset, seed {args.seed}), {base.model}")
-    print(f"{'vote':15} {'vote-only samples':>18} {'their tokens':>13} {'training tokens':>16} {'vs fixed':>9}  "
-          "greedy after training [95% CI]   vs fixed (paired)")  # fmt: skip
-    for name, samples, vote_tokens, tokens, _ in rows:
+    print(f"{'vote':15} {'vote-only samples':>18} {'their tokens':>13} {'rollout tokens':>15} {'vs fixed':>9} "
+          f"{'wall s':>8} {'vs fixed':>9}  greedy after training [95% CI]   vs fixed (paired)")  # fmt: skip
+    for name, samples, vote_tokens, tokens, summary in rows:
         after = mean_ci(correct[name])
         versus = paired_difference_ci(correct[name], correct["fixed vote"])
-        assert after is not None and versus is not None
+        assert after is not None and versus is not None and summary.wall_s is not None
         print(
-            f"{name:15} {samples:>18,} {vote_tokens:>13,} {tokens:>16,} {tokens / max(fixed[3], 1):>9.2f}  "
+            f"{name:15} {samples:>18,} {vote_tokens:>13,} {tokens:>15,} {tokens / max(fixed[3], 1):>9.2f} "
+            f"{summary.wall_s:>8.1f} {summary.wall_s / max(fixed[4].wall_s or 0.0, 1e-9):>9.2f}  "
             f"{after.mean:.3f} [{after.ci_low:.3f}, {after.ci_high:.3f}]           "
             f"{versus.mean:+.3f} [{versus.ci_low:+.3f}, {versus.ci_high:+.3f}]"
         )
+    print("rollout tokens: prompt and completion tokens of every rollout sample, trained and vote-only; wall s: each")
+    print("run's own wall time (model load, evaluation before and after, training), back to back in this process")
 
 
 if __name__ == "__main__":
