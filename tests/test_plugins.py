@@ -86,7 +86,8 @@ def test_a_plugin_file_adds_every_kind_of_extension_to_list(testtime_process) ->
     import tempfile
 
     short = Path(tempfile.mkdtemp(prefix="p", dir="/tmp"))  # the table's cell holds the path without a wrap
-    result = testtime_process("--plugin", str(_plugin(short)), "list")
+    # a wide terminal: each row on one line (piped, `list` is as wide as $COLUMNS, else 80)
+    result = testtime_process("--plugin", str(_plugin(short)), "list", env={"COLUMNS": "200"})
     assert result.returncode == 0, result.stderr
     listed = result.stdout
     kinds = [("method", "shout"), ("selector", "last"), ("benchmark", "sevens"), ("model provider", "seven")]
@@ -286,7 +287,7 @@ def test_an_installed_packages_entry_points_register_by_name(tmp_path: Path, tes
     )
     env = _install(tmp_path, "ttplug", {"__init__.py": PLUGIN, "late.py": late},
                    "extras = ttplug\nlate = ttplug.late:register")  # fmt: skip
-    listed = testtime_process("list", env=env)
+    listed = testtime_process("list", env={**env, "COLUMNS": "200"})
     assert listed.returncode == 0, listed.stderr
     assert " shout " in listed.stdout and " late-single " in listed.stdout
     assert "extras (ttplug, from ttplug)" in " ".join(listed.stdout.split())

@@ -55,7 +55,7 @@ def test_unreadable_data_dir_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_missing_bench_file_is_a_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(UserError, match="cannot read"):
+    with pytest.raises(UserError, match=r"math500\.jsonl does not exist: .* `id`, `problem` and `answer`"):
         BENCHMARKS.create("math500", data_dir=tmp_path).load()
 
 

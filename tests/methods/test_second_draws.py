@@ -29,7 +29,7 @@ TWICE = textwrap.dedent(
 
 def _paid(out: Path) -> list[dict]:
     lines = [json.loads(line) for line in (out / "ledger.jsonl").read_text().splitlines()]
-    return [e for e in lines if e.get("kind", "call") == "call" and not e.get("cached")]
+    return [e for e in lines if e.get("kind", "model_call") == "model_call" and not e.get("cached")]
 
 
 def test_a_second_draw_is_new_samples_and_a_resume_pays_nothing(tmp_path: Path, testtime_process) -> None:

@@ -28,6 +28,7 @@ from testtime.methods.ttrl.admission import Admission
 from testtime.methods.ttrl.background import BackgroundUpdates
 from testtime.methods.ttrl.online import OnlineTTRL
 from testtime.run.directory import RunDir
+from testtime.run.engine import method_calls
 from testtime.run.stream import StreamFiles
 
 PROBE_WHY = "held out"
@@ -49,7 +50,9 @@ class ServedLearning:
         self.directory, self.files = directory, StreamFiles(directory.path)
         self.arrivals = 0  # requests answered, in every lifetime of the run
         self.warn: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True)
-        self.background = BackgroundUpdates(online, ctx, self.files, lambda line: self.warn(line))
+        self.background = BackgroundUpdates(
+            online, ctx, self.files, lambda line: self.warn(line), guarded=lambda: method_calls(ctx)
+        )
 
     @property
     def weights(self) -> str:

@@ -73,10 +73,12 @@ def test_majority_is_the_votes_own_reward() -> None:
 
 
 def test_an_unknown_reward_is_a_clear_error() -> None:
-    with pytest.raises(UserError, match="unknown ttrl reward 'truth'; available: entropy, format, majority, novelty"):
+    with pytest.raises(
+        UserError, match="unknown ttrl reward 'truth'; available: entropy, format, majority, matrix, novelty"
+    ):
         TrainedReward("truth")
     assert REWARDS.builtin_names() == [
-        "entropy", "format", "majority", "novelty", "novelty_lexical", "oracle", "random", "self_certainty"
+        "entropy", "format", "majority", "matrix", "novelty", "novelty_lexical", "oracle", "random", "self_certainty"
     ]  # fmt: skip
 
 

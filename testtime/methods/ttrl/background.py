@@ -24,8 +24,9 @@ import shutil
 import time
 from collections import deque
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from testtime.core.errors import RunStopped, UserError
 from testtime.core.records import Problem
@@ -37,18 +38,33 @@ from testtime.methods.ttrl.admission import Admission, Windows
 from testtime.methods.ttrl.gate import judge, verdict
 from testtime.methods.ttrl.online import OnlineTTRL
 from testtime.models import resolve_model
-from testtime.run.engine import method_calls
-from testtime.run.stream import StreamFiles
 
 ABSTAIN_WINDOW = 8  # answered requests the abstention warning looks back over
 ABSTAIN_SHARE = 0.5  # ... and the share of them without an answer that it warns at
 
 
-class BackgroundUpdates:
-    """The weights that serve, the kept ones, and the updates that make new ones."""
+class UpdateFiles(Protocol):
+    """Where updates and an operator's moves are recorded (the run's `stream/`: `run/stream.py`'s StreamFiles)."""
 
-    def __init__(self, online: OnlineTTRL, ctx: MethodContext, files: StreamFiles, warn: Callable[[str], None]):
-        self.online, self.ctx, self.files, self.warn = online, ctx, files, warn
+    def append_update(self, update: StreamUpdate) -> None: ...
+    def append_move(self, move: dict[str, Any]) -> None: ...
+    def read_moves(self) -> list[dict[str, Any]]: ...
+
+
+class BackgroundUpdates:
+    """The weights that serve, the kept ones, and the updates that make new ones. The server that owns it hands
+    it where to record (`files`) and the run's guard on a method's calls (`guarded`: its plan bounds the updates'
+    calls as it bounds a request's)."""
+
+    def __init__(
+        self,
+        online: OnlineTTRL,
+        ctx: MethodContext,
+        files: UpdateFiles,
+        warn: Callable[[str], None],
+        guarded: Callable[[], AbstractContextManager[None]],
+    ) -> None:
+        self.online, self.ctx, self.files, self.warn, self.guarded = online, ctx, files, warn, guarded
         s = online.settings
         self.windows = Windows(s.update_every, s.max_client_share, s.gate_probe if s.gate else 0)
         self.base = ctx.engine.model_name
@@ -139,7 +155,7 @@ class BackgroundUpdates:
         self.task = asyncio.create_task(self._run())
 
     async def _run(self) -> None:
-        with method_calls(self.ctx):
+        with self.guarded():
             while self.windows.due() and self.ctx.engine.stop is None and not self.online.collapsed:
                 number = self.windows.started + 1
                 self.windows.started = number
