@@ -138,16 +138,18 @@ def main() -> None:
         base = run(folder / "ordinary", args.model, windows)
         gated = [u for u in base["updates"] if u.get("gate")]
         refused = [u for u in gated if u["outcome"] == "refused"]
-        zs = [u["gate"].get("answer_rate_z") for u in gated]
+        zs = [(u["gate"].get("answer_rate_z"), u["gate"].get("loop_rate_z")) for u in gated]
         print(f"ordinary: {len(base['updates'])} updates, {len(gated)} gated, {len(refused)} refused by the gate "
-              f"({[u['why'] for u in refused]}); answer-rate z {zs}; peak memory {base['rss'] / 2**30:.2f} GiB, "
-              f"stream/ at most {base['disk'] / 2**30:.2f} GiB")  # fmt: skip
+              f"({[u['why'] for u in refused]}); (answer-rate z, loop-rate z) {zs}; peak memory "
+              f"{base['rss'] / 2**30:.2f} GiB, stream/ at most {base['disk'] / 2**30:.2f} GiB")  # fmt: skip
         wrecked = run(folder / "wrecked", args.model, windows[: 2 if args.smoke else 3], "lr=0.5")
         outcomes = [u["outcome"] for u in wrecked["updates"]]
         names = {r["weights"] for r in wrecked["requests"]}
-        rates = [(u["gate"]["serving"]["answer_rate"], u["gate"]["trained"]["answer_rate"], u["gate"]["why"])
+        rates = [(u["gate"]["serving"]["answer_rate"], u["gate"]["trained"]["answer_rate"],
+                  u["gate"]["serving"].get("loop_rate"), u["gate"]["trained"].get("loop_rate"), u["gate"]["why"])
                  for u in wrecked["updates"] if u.get("gate")]  # fmt: skip
-        print(f"lr 0.5: updates {outcomes}; replies named {sorted(names)}; answer rate serving -> trained {rates}")
+        print(f"lr 0.5: updates {outcomes}; replies named {sorted(names)}; answer rate serving, trained; samples "
+              f"that loop serving, trained; why: {rates}")  # fmt: skip
         for share in ("0.5", "1.0"):
             flooded_run = run(folder / f"flood-{share}", args.model, flood_groups, f"max_client_share={share}")
             learned = [r for r in flooded_run["requests"] if r["learned"]]

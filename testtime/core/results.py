@@ -173,10 +173,12 @@ class GateSignals(Record):
     distinct_answers: int  # distinct winning answers across the questions that have one
     answered_questions: int  # questions whose vote has a winning answer
     vote_share: float | None  # mean share of the winning class over the questions that have one (None: none has)
+    loop_rate: float | None = None  # samples that loop (gate.py's compression check) / samples; None: older runs
 
 
 class GateVerdict(Record):
-    """The gate before a swap: both sets of weights' figures, the margin, and the verdict."""
+    """The gate before a swap: both sets of weights' figures, the margin, and the verdict. `answer_rate_margin` is
+    the margin of every share the gate weighs (the answer rate's and the loop rate's)."""
 
     serving: GateSignals
     trained: GateSignals
@@ -186,6 +188,7 @@ class GateVerdict(Record):
     # how many standard errors the trained weights' answer rate fell (pooled two-proportion z), and the z that
     # refuses; None in runs from before the gate weighed noise
     answer_rate_z: float | None = None
+    loop_rate_z: float | None = None  # the same for the rise in samples that loop
     noise_z: float | None = None
 
 

@@ -264,7 +264,8 @@ class BackgroundUpdates:
     def _say(self, update: StreamUpdate) -> None:
         gate = update.gate
         figures = (
-            f"; gate: answer rate {gate.serving.answer_rate:.2f} → {gate.trained.answer_rate:.2f}, distinct answers "
+            f"; gate: answer rate {gate.serving.answer_rate:.2f} → {gate.trained.answer_rate:.2f}, samples that loop "
+            f"{gate.serving.loop_rate or 0:.2f} → {gate.trained.loop_rate or 0:.2f}, distinct answers "
             f"{gate.serving.distinct_answers} → {gate.trained.distinct_answers}"
             if gate is not None
             else ""

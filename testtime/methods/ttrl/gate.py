@@ -2,11 +2,15 @@
 (requests no update trained on, `admission.py`) beside the weights now serving, at the same seeds and sampling,
 and replace them only if they are not worse beyond a stated margin on what can be measured without labels:
 
-- format: the share of samples that give an answer at all; refused below the serving weights' by more than
-  `ANSWER_RATE_MARGIN`, or by more than sampling noise explains (a pooled two-proportion z of `NOISE_Z` or more:
-  about 2% of updates that changed nothing). An update that wrecks the model stops answering: at lr 0.5 on the
-  embedded model, 0.19 → 0.00 at the cpu preset's 32 new tokens (z 2.6), which an absolute margin alone let
-  through;
+- degeneration: the share of samples that loop (the last `TAIL_CHARS` characters compress by more than
+  `LOOP_RATIO`, raw ÷ zlib size: Whisper's check for a decoder stuck repeating itself uses 2.4); refused above
+  the serving weights' by more than `RATE_MARGIN` or by more than sampling noise explains (a pooled two-proportion
+  z of `NOISE_Z` or more: about 2% of updates that changed nothing). Measured on the embedded model: every sample
+  of an lr 0.5 update loops (median ratio 3.8, "ardardard hand..."), no sample of 10 ordinary updates' gates does
+  (at most 1.8);
+- format: the share of samples that give an answer at all; refused below the serving weights' by the same margin
+  or noise. An update that wrecks the model stops answering: at lr 0.5 on the embedded model 0.19 → 0.00 at the
+  cpu preset's 32 new tokens (z 2.6), inside the margin alone;
 - collapse: the distinct answers the votes give across different questions; refused when every question with an
   answer gets the same one where the serving weights gave two or more, or when the distinct answers fall to half
   or less (TTRL's known failure: one confident answer for everything);
@@ -21,14 +25,22 @@ from __future__ import annotations
 
 import asyncio
 import math
+import zlib
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 
 from testtime.core.records import Problem
 from testtime.core.results import GateSignals, GateVerdict, ProblemResult
 
-ANSWER_RATE_MARGIN = 0.25
-NOISE_Z = 2.0  # one-sided: a fall this many standard errors deep is beyond the probe's sampling noise
+RATE_MARGIN = 0.25  # a share of samples (answering, looping) may move this far against the trained weights
+NOISE_Z = 2.0  # one-sided: a move this many standard errors deep is beyond the probe's sampling noise
+LOOP_RATIO = 2.4
+TAIL_CHARS = 400  # a loop shows at a sample's end; natural text this short compresses by well under 2
+
+
+def loops(text: str) -> bool:
+    tail = text[-TAIL_CHARS:].encode()
+    return bool(tail) and len(tail) / len(zlib.compress(tail, 9)) > LOOP_RATIO
 
 
 def signals(results: Sequence[ProblemResult]) -> GateSignals:
@@ -42,30 +54,46 @@ def signals(results: Sequence[ProblemResult]) -> GateSignals:
         distinct_answers=len(Counter(winners)),
         answered_questions=len(winners),
         vote_share=sum(shares) / len(shares) if shares else None,
+        loop_rate=sum(loops(c.text) for c in samples) / len(samples) if samples else 0.0,
     )
 
 
-def answer_rate_z(serving: GateSignals, trained: GateSignals) -> float:
-    """How many standard errors the trained weights' answer rate lies below the serving's (pooled two-proportion
-    z; negative: above it; 0 where neither set of samples varies)."""
-    if not serving.samples or not trained.samples:
+def worse_z(better: float, worse: float, samples: tuple[int, int]) -> float:
+    """How many standard errors `worse` lies on the wrong side of `better` (two shares of samples: a pooled
+    two-proportion z; negative: on the right side; 0 where neither set of samples varies)."""
+    n, m = samples
+    if not n or not m:
         return 0.0
-    pooled = (serving.answer_rate * serving.samples + trained.answer_rate * trained.samples) / (
-        serving.samples + trained.samples
-    )
-    spread = math.sqrt(pooled * (1 - pooled) * (1 / serving.samples + 1 / trained.samples))
-    return (serving.answer_rate - trained.answer_rate) / spread if spread else 0.0
+    pooled = (better * n + worse * m) / (n + m)
+    spread = math.sqrt(pooled * (1 - pooled) * (1 / n + 1 / m))
+    return (better - worse) / spread if spread else 0.0
+
+
+def _past(moved: float, z: float) -> str | None:
+    """Why a move against the trained weights refuses them (None: within margin and noise)."""
+    if moved > RATE_MARGIN:
+        return f"the margin {RATE_MARGIN}"
+    return f"sampling noise: z {z:.1f} >= {NOISE_Z}" if z >= NOISE_Z else None
 
 
 def verdict(serving: GateSignals, trained: GateSignals) -> GateVerdict:
     """Accept unless the trained weights are worse beyond the margins (the module's docstring)."""
-    why, z = None, answer_rate_z(serving, trained)
-    beyond_margin = trained.answer_rate < serving.answer_rate - ANSWER_RATE_MARGIN
-    if beyond_margin or z >= NOISE_Z:
-        past = f"the margin {ANSWER_RATE_MARGIN}" if beyond_margin else f"sampling noise: z {z:.1f} >= {NOISE_Z}"
+    why, sizes = None, (serving.samples, trained.samples)
+    answer_z = worse_z(serving.answer_rate, trained.answer_rate, sizes)
+    answer_past = _past(serving.answer_rate - trained.answer_rate, answer_z)
+    loop_z, loop_past = None, None  # figures of older runs have no loop rate
+    if serving.loop_rate is not None and trained.loop_rate is not None:
+        loop_z = worse_z(1 - serving.loop_rate, 1 - trained.loop_rate, sizes)
+        loop_past = _past(trained.loop_rate - serving.loop_rate, loop_z)
+    if loop_past is not None:
+        why = (
+            f"degeneration: {trained.loop_rate:.2f} of its samples loop (compress by over {LOOP_RATIO}), against "
+            f"{serving.loop_rate:.2f} (a rise past {loop_past})"
+        )
+    elif answer_past is not None:
         why = (
             f"format: {trained.answer_rate:.2f} of its samples give an answer, against {serving.answer_rate:.2f} "
-            f"(a fall past {past})"
+            f"(a fall past {answer_past})"
         )
     elif serving.distinct_answers >= 2 and trained.answered_questions >= 2 and trained.distinct_answers == 1:
         why = (
@@ -82,8 +110,9 @@ def verdict(serving: GateSignals, trained: GateSignals) -> GateVerdict:
         trained=trained,
         accepted=why is None,
         why=why,
-        answer_rate_margin=ANSWER_RATE_MARGIN,
-        answer_rate_z=round(z, 3),
+        answer_rate_margin=RATE_MARGIN,
+        answer_rate_z=round(answer_z, 3),
+        loop_rate_z=round(loop_z, 3) if loop_z is not None else None,
         noise_z=NOISE_Z,
     )
 
