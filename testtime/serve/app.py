@@ -147,8 +147,8 @@ class ServeApp:
         """Only `Authorization: Bearer KEY` (the scheme case-insensitive, as RFC 6750), compared in constant time."""
         if self.api_key is None:
             return
-        scheme, _, given = request.headers.get("Authorization", "").strip().partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), self.api_key.encode()):
+        given = _bearer(request)
+        if given is None or not hmac.compare_digest(given.encode(), self.api_key.encode()):
             raise BadRequest("invalid or missing API key (send Authorization: Bearer KEY)", 401, "invalid_api_key")
 
     async def models(self, request: web.Request) -> web.Response:
@@ -161,12 +161,12 @@ class ServeApp:
         """`POST /v1/testtime/weights {"weights": "base" | STEPS | "MODEL+ttrl@STEPS"}`: an operator moves the
         serving weights of a learning server to a kept version or the base model. Its own key (`--admin-key`),
         never a client's: 401 without one, 403 with another."""
-        scheme, _, given = request.headers.get("Authorization", "").strip().partition(" ")
+        given = _bearer(request)
         if self.admin_key is None:
             raise BadRequest("no --admin-key was set: the serving weights cannot be moved on this server", 403)
-        if scheme.lower() != "bearer" or not given.strip():
+        if not given:
             raise BadRequest("the admin route needs Authorization: Bearer ADMIN_KEY", 401, "invalid_api_key")
-        if not hmac.compare_digest(given.strip().encode(), self.admin_key.encode()):
+        if not hmac.compare_digest(given.encode(), self.admin_key.encode()):
             raise BadRequest("not the admin key", 403, "permission_denied")
         if self.served.learning is None:
             raise BadRequest("this server does not learn: it has no weights to move", 404, "not_found")
@@ -411,6 +411,12 @@ async def _outcome(task: asyncio.Task[Answered]) -> Answered | None:
 
 def _too_large(limits: ServeLimits) -> str:
     return f"the body is over {limits.max_body_mb:g} MB (--max-body-mb)"
+
+
+def _bearer(request: web.Request) -> str | None:
+    """The key of `Authorization: Bearer KEY` (the scheme case-insensitive, as RFC 6750); None for another scheme."""
+    scheme, _, given = request.headers.get("Authorization", "").strip().partition(" ")
+    return given.strip() if scheme.lower() == "bearer" else None
 
 
 def client_of(request: web.Request, parsed: ServedRequest) -> str:

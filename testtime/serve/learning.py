@@ -31,8 +31,6 @@ from testtime.run.directory import RunDir
 from testtime.run.engine import method_calls
 from testtime.run.stream import StreamFiles
 
-PROBE_WHY = "held out"
-
 
 def prompt_of(problem: Problem) -> list[Message]:
     """A served request's prompt, as it was sent (kept in its problem's metadata for the updates to train on)."""
@@ -83,9 +81,7 @@ class ServedLearning:
             problem, entry = problems.get(record.problem_id), requests.get(record.problem_id, {})
             if problem is None:
                 continue
-            learned = entry.get("learned")
-            why = entry.get("learned_why")
-            admission = Admission(learned is not False, why, probe=bool(why and why.startswith(PROBE_WHY)))
+            admission = Admission.recorded(entry.get("learned"), entry.get("learned_why"))
             background.windows.restore(problem, str(entry.get("client") or "unknown"), admission)
             background.answered[problem.id] = record.prediction is not None
         self.arrivals = max((r.answered_with.arrival + 1 for r in records if r.answered_with), default=0)

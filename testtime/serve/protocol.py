@@ -71,7 +71,7 @@ class ServedRequest:
     adaptive: Adaptive | bool | None = (
         None  # testtime.adaptive: a rule, true (the server's or the default), false; None: the server's
     )
-    user: str | None = None  # the OpenAI `user` field: who asks, where no API key's label says (a learning server)
+    user: str | None = None  # the OpenAI `user` field: who asks (a learning server's windows)
     weights: str | None = None  # a learning server's kept weights the model name asks for (`MODEL+ttrl@STEPS`)
 
     @property

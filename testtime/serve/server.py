@@ -85,7 +85,7 @@ def serve(
     started = time.perf_counter()
     # the lifetimes before this one served too: the summary's wall time is every lifetime's that stopped cleanly
     earlier = opened.directory.read_summary()
-    served_before = earlier.wall_s or 0.0 if earlier is not None else 0.0
+    served_before = (earlier.wall_s or 0.0) if earlier is not None else 0.0
     try:
         session = ServedRun(opened, settings, model, domain=domain, format_hint=format_hint, learns=learned)
     except BaseException:

@@ -70,8 +70,8 @@ class ServedRecord(BaseModel):
     warnings: list[str] = []  # what makes this answer less than it seems (greedy samples: `evaluation/caveats.py`)
     # the weights that answered (`MODEL+ttrl@STEPS`) on a server that learns (`serve/learning.py`); else absent
     weights: str | None = None
-    # a server that learns: who asked (its API key's label, else the `user` field, else its address), whether it
-    # is learned from (admitted to an update's window) and why not (`methods/ttrl/admission.py`); else absent
+    # a server that learns: who asked (the OpenAI `user` field, else its address), whether it is learned from
+    # (admitted to an update's window) and why not (`methods/ttrl/admission.py`); else absent
     client: str | None = None
     learned: bool | None = None
     learned_why: str | None = None

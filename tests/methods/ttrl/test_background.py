@@ -5,6 +5,7 @@ weights already serving (the bug: steps raised before the load, the old weights 
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from types import SimpleNamespace
 
 from testtime.methods.ttrl.background import BackgroundUpdates
@@ -18,7 +19,7 @@ def background_with_a_slow_load(loading: asyncio.Event) -> tuple[BackgroundUpdat
         return trained_engine
 
     background = BackgroundUpdates.__new__(BackgroundUpdates)  # the weights' bookkeeping alone: no model, no server
-    background.base, background.serving, background.voting, background.updates = "hf:m", 0, {}, []
+    background.base, background.serving, background.voting, background.updates = "hf:m", 0, Counter(), []
     background.versions = {0: "base", 8: "stream/update-1/ttrl/final"}
     background.engines = {0: base_engine}  # type: ignore[dict-item]
     background.online = SimpleNamespace(steps=0)  # type: ignore[assignment]

@@ -11,7 +11,7 @@ gate's probe, or answered and not learned from, decided when it is answered (its
 - A bounded backlog: while one update trains and the next window is full, further requests are answered and not
   learned from, so a burst of N requests costs at most one update in flight and one waiting, never N / B updates.
 
-A request's client is its API key's label, else the OpenAI `user` field, else its address (`serve/app.py`).
+A request's client is the OpenAI `user` field, else the address it came from (`serve/app.py`'s `client_of`).
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 
 from testtime.core.records import Problem
 
+PROBE_WHY = "held out: one of the gate's probe questions"
+
 
 @dataclass(frozen=True)
 class Admission:
@@ -30,6 +32,11 @@ class Admission:
     learned: bool
     why: str | None = None  # None when learned
     probe: bool = False  # held out for the gate
+
+    @classmethod
+    def recorded(cls, learned: bool | None, why: str | None) -> Admission:
+        """The decision a `requests.jsonl` line records (`learned` absent in older runs: learned from)."""
+        return cls(learned is not False, why, probe=why == PROBE_WHY)
 
 
 def question_of(problem: Problem) -> str:
@@ -48,7 +55,10 @@ class Windows:
     admitted: list[Problem] = field(default_factory=list)  # in order; update k's new requests are [(k-1)B, kB)
     clients: dict[str, str] = field(default_factory=dict)  # problem id → client
     started: int = 0  # updates begun (running, finished or skipped): windows taken from `admitted`
-    recent: deque[str] = field(default_factory=deque)  # the clients of the last 2 × update_every requests
+    recent: deque[str] = field(init=False)  # the clients of the last 2 × update_every requests
+
+    def __post_init__(self) -> None:
+        self.recent = deque(maxlen=2 * self.update_every)
 
     @property
     def per_client(self) -> int:
@@ -67,15 +77,13 @@ class Windows:
         """Decide for one answered request (`busy`: an update trains now)."""
         question = question_of(problem)
         self.recent.append(client)
-        while len(self.recent) > 2 * self.update_every:
-            self.recent.popleft()
         shared = len(set(self.recent)) > 1  # other clients ask too: one client's share is bounded
         if len(self.probe) < self.probe_size and question not in {question_of(p) for p in self.probe}:
             mine = sum(self.clients.get(p.id) == client for p in self.probe)
             if not shared or mine < max(1, self.probe_size // 2):
                 self.probe.append(problem)
                 self.clients[problem.id] = client
-                return Admission(False, "held out: one of the gate's probe questions", probe=True)
+                return Admission(False, PROBE_WHY, probe=True)
         if self.due() >= 1 and busy:
             return Admission(False, "backlog: one update trains and the next window is full")
         window = self.filling()
@@ -96,8 +104,6 @@ class Windows:
         """Replay a recorded decision (a restart rebuilds the windows from requests.jsonl)."""
         self.clients[problem.id] = client
         self.recent.append(client)
-        while len(self.recent) > 2 * self.update_every:
-            self.recent.popleft()
         if admission.probe:
             self.probe.append(problem)
         elif admission.learned:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -30,7 +30,7 @@ from typing import Any, Protocol
 
 from testtime.core.errors import RunStopped, UserError
 from testtime.core.records import Problem
-from testtime.core.results import ProblemResult, StreamUpdate, read_steps
+from testtime.core.results import GateVerdict, ProblemResult, StreamUpdate, read_steps
 from testtime.core.rollout import RolloutEngine
 from testtime.methods import MethodContext
 from testtime.methods.majority import vote
@@ -75,7 +75,7 @@ class BackgroundUpdates:
         self.updates: list[StreamUpdate] = []
         self.task: asyncio.Task[None] | None = None
         self.failed: str | None = None  # the last update's failure, until one succeeds
-        self.voting: dict[int, int] = {}
+        self.voting: Counter[int] = Counter()  # votes under way per weights (by steps): what must stay loaded
         self.answers: deque[bool] = deque(maxlen=ABSTAIN_WINDOW)  # the last requests: did their vote answer?
         self.answered: dict[str, bool] = {}  # each admitted request: did its vote answer (a window of none: skipped)
         self.warning: str | None = None
@@ -107,7 +107,7 @@ class BackgroundUpdates:
         chosen = self.serving if steps is None else steps
         if chosen not in self.engines:
             self.engines[chosen] = await self._load(chosen)
-        self.voting[chosen] = self.voting.get(chosen, 0) + 1
+        self.voting[chosen] += 1
         return self.engines[chosen], chosen
 
     def give_back(self, steps: int) -> None:
@@ -205,13 +205,11 @@ class BackgroundUpdates:
         self.versions[made] = str(final)
         self.engines[made] = await self._load(made)
         held = (made, self.serving)  # both held while the gate votes: no request's give-back or move drops them
-        for steps in held:
-            self.voting[steps] = self.voting.get(steps, 0) + 1
+        self.voting.update(held)
         try:
             figures = await self._gate(made) if s.gate else None
         finally:
-            for steps in held:
-                self.voting[steps] -= 1
+            self.voting.subtract(held)  # released, not dropped: the verdict decides which of them stays
         accepted = alarm is None and (figures is None or figures.accepted)
         if accepted:
             self.serving = made
@@ -223,7 +221,7 @@ class BackgroundUpdates:
         why = None if accepted else (f"collapse alarm: {alarm}" if alarm else figures.why if figures else None)
         return self._record(number, "accepted" if accepted else "refused", window, made, figures, why, started)
 
-    async def _gate(self, made: int) -> Any:
+    async def _gate(self, made: int) -> GateVerdict | None:
         probe = [p.model_copy(update={"id": f"gate-{made}-{p.id}"}) for p in self.windows.probe]
         if not probe:
             return None
@@ -240,7 +238,7 @@ class BackgroundUpdates:
         outcome: str,
         window: list[Problem] | None = None,
         made: int | None = None,
-        gate: Any = None,
+        gate: GateVerdict | None = None,
         why: str | None = None,
         started: float | None = None,
     ) -> StreamUpdate:
@@ -318,7 +316,7 @@ class BackgroundUpdates:
 
     def _drop_unused(self) -> None:
         """Weights that neither serve nor answer a vote under way leave memory (a request naming them reloads)."""
-        for steps in [s for s in self.engines if s not in (0, self.serving) and not self.voting.get(s)]:
+        for steps in [s for s in self.engines if s not in (0, self.serving) and not self.voting[s]]:
             engine = self.engines.pop(steps)
             if engine.model is not None:
                 asyncio.get_running_loop().create_task(engine.model.aclose())

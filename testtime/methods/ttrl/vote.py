@@ -92,6 +92,7 @@ def reward_from(
         return problem.domain != "code" or not policy.require_public or passes_public(selection, i)
 
     reflection = selection.evidence if isinstance(selection.evidence, ReflectionEvidence) else None
+    score_of = {s.index: s.score for s in selection.scores}
     return TTRLVote(
         problem_id=problem.id,
         majority_label=reflection.majority_answer if reflection else None,
@@ -107,7 +108,7 @@ def reward_from(
         answers=tuple(answers[i] for i in kept),
         rewards=tuple(1.0 if earns(i) else 0.0 for i in kept),
         vote_rewards=tuple(1.0 if earns(i) else 0.0 for i in range(len(answers))),
-        scores=tuple(next((s.score for s in selection.scores if s.index == i), 0.0) for i in range(len(answers))),
+        scores=tuple(score_of.get(i, 0.0) for i in range(len(answers))),
         classes=len({s.cluster for s in selection.scores if s.cluster is not None}),
         no_answer_rate=len(abstained) / len(answers),
         votes=tuple(answers),
